@@ -1,0 +1,157 @@
+"""Asset checks: catalog validation (blocking) and model-quality gates (warnings).
+
+* Every ``catalog`` / ``clean`` stage asset gets a BLOCKING check that loads the catalog directory and
+  runs :func:`toolret.catalog.validation.validate_catalog` (Great Expectations 1.x inside, imported
+  lazily). A failure stops every downstream asset of the run; the metadata names the failed
+  expectations and the offending record ids.
+* A ``dense-ft`` evaluation gets a non-blocking WARN gate: the fine-tuned model must not be worse than
+  the zero-shot ``dense`` model on recall@5 (per document variant both evaluated).
+"""
+
+# no `from __future__ import annotations`: Dagster reads the op signatures' annotations at runtime
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from dagster_project.dvc_assets import StageItem, read_results
+from dagster_project.resources import DvcResource
+
+CATALOG_STAGES = ("catalog", "clean")
+GATE_METRIC = "recall@5"
+GATE_TOLERANCE = 0.0  # fine-tuned may not be below zero-shot by more than this (fraction)
+
+
+def _get(obj: Any, *names: str, default: Any = None) -> Any:
+    for n in names:
+        if isinstance(obj, dict) and n in obj:
+            return obj[n]
+        if hasattr(obj, n):
+            return getattr(obj, n)
+    return default
+
+
+def summarize_validation(report: Any, max_ids: int = 20) -> tuple[bool, dict[str, Any]]:
+    """``(passed, metadata)`` from a validation report (``.success`` + per-expectation results).
+
+    Tolerates the shapes a report may take: an object or dict with ``success`` and ``results`` (or
+    ``expectations``), each result with ``success``, a name (``expectation``/``name``/``type``) and
+    offending ids (``offending_ids``/``unexpected_ids``/``unexpected``/``unexpected_list``).
+    """
+    passed = bool(_get(report, "success", default=False))
+    results = _get(report, "results", "expectations", default=None) or []
+    if isinstance(results, dict):
+        results = [{"name": k, **(v if isinstance(v, dict) else {"success": bool(v)})} for k, v in results.items()]
+    failed: list[str] = []
+    lines: list[str] = []
+    md: dict[str, Any] = {}
+    for i, r in enumerate(results):
+        name = str(_get(r, "expectation", "name", "expectation_type", "type", default=f"expectation_{i}"))
+        ok = bool(_get(r, "success", default=True))
+        if ok:
+            continue
+        ids = _get(r, "offending_ids", "unexpected_ids", "offending_records", "unexpected", "unexpected_list",
+                   default=[]) or []
+        ids = [str(x) for x in (ids if isinstance(ids, (list, tuple, set)) else [ids])]
+        where = _get(r, "table", "file", "column", default="")
+        failed.append(name)
+        shown = ", ".join(ids[:max_ids]) + (f" … (+{len(ids) - max_ids})" if len(ids) > max_ids else "")
+        lines.append(f"- **{name}**{f' ({where})' if where else ''}: {len(ids)} offending: {shown}")
+        md[f"failed/{name}"] = ", ".join(ids[:max_ids])
+    md["n_expectations"] = len(results)
+    md["n_failed"] = len(failed)
+    md["failed_expectations"] = ", ".join(failed)
+    if lines:
+        md["offending_records"] = dg.MetadataValue.md("\n".join(lines))
+    return passed, md
+
+
+def validate_catalog_dir(directory: str | Path) -> tuple[bool, dict[str, Any]]:
+    """Load a catalog directory and validate it; a load error is a failed check naming the record."""
+    from toolret.catalog.io import load_catalog
+    from toolret.catalog.model import CatalogError
+
+    directory = Path(directory)
+    try:
+        catalog = load_catalog(directory)
+    except (CatalogError, OSError, ValueError) as exc:
+        return False, {"error": dg.MetadataValue.md(f"catalog does not load: `{exc}`"), "path": str(directory)}
+    md: dict[str, Any] = {"path": str(directory), **{f"stats/{k}": str(v) for k, v in catalog.stats().items()}}
+    try:
+        from toolret.catalog.validation import validate_catalog
+    except ImportError:  # the validation suite is not there: loading (integrity checks) is all we can do
+        md["validator"] = "loader integrity checks only (toolret.catalog.validation missing)"
+        return True, md
+    report = validate_catalog(catalog)
+    passed, vmd = summarize_validation(report)
+    md.update(vmd)
+    md["validator"] = "toolret.catalog.validation.validate_catalog"
+    return passed, md
+
+
+def _catalog_check(item: StageItem) -> dg.AssetChecksDefinition:
+    out = item.outs[0]
+
+    @dg.asset_check(
+        asset=item.asset_key,
+        name="catalog_valid",
+        blocking=True,
+        description=f"Great Expectations validation of `{out}` (blocking: a failure stops downstream assets).",
+    )
+    def _check(dvc: DvcResource) -> dg.AssetCheckResult:
+        passed, md = validate_catalog_dir(Path(dvc.project_dir) / out)
+        return dg.AssetCheckResult(passed=passed, metadata=md, severity=dg.AssetCheckSeverity.ERROR)
+
+    return _check
+
+
+def _quality_gate(ft: StageItem, base: StageItem, metric: str = GATE_METRIC) -> dg.AssetChecksDefinition:
+    @dg.asset_check(
+        asset=ft.asset_key,
+        name=f"not_worse_than_{base.method}".replace("-", "_"),
+        additional_deps=[base.asset_key],
+        blocking=False,
+        description=f"{ft.method} must not be worse than {base.method} on {metric} (per document variant).",
+    )
+    def _gate(dvc: DvcResource) -> dg.AssetCheckResult:
+        ft_res = {d: r for rd in ft.result_dirs for d, r in read_results(dvc.project_dir, rd).items()}
+        base_res = {d: r for rd in base.result_dirs for d, r in read_results(dvc.project_dir, rd).items()}
+        common = sorted(set(ft_res) & set(base_res))
+        md: dict[str, Any] = {"metric": metric, "tolerance": GATE_TOLERANCE}
+        worse = []
+        for docs in common:
+            a = ft_res[docs]["metrics"].get(metric)
+            b = base_res[docs]["metrics"].get(metric)
+            if not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
+                continue
+            md[f"{docs}/{ft.method}"] = float(a)
+            md[f"{docs}/{base.method}"] = float(b)
+            md[f"{docs}/delta"] = float(a - b)
+            if a < b - GATE_TOLERANCE:
+                worse.append(docs)
+        if not common:
+            return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.WARN,
+                                       metadata={**md, "error": "no document variant evaluated by both"})
+        md["worse_on"] = ", ".join(worse)
+        return dg.AssetCheckResult(passed=not worse, severity=dg.AssetCheckSeverity.WARN, metadata=md)
+
+    return _gate
+
+
+def build_checks(items: Sequence[StageItem]) -> list[dg.AssetChecksDefinition]:
+    """Blocking validation on catalog/clean assets, quality gates on fine-tuned evaluations."""
+    checks = [_catalog_check(i) for i in items if i.stage in CATALOG_STAGES and i.outs]
+    evaluations = [i for i in items if i.result_dirs and i.dataset and i.method]
+    for ft in evaluations:
+        if not ft.method.endswith("-ft"):
+            continue
+        base_method = ft.method[: -len("-ft")]
+        for base in evaluations:
+            if base.dataset == ft.dataset and base.method == base_method:
+                checks.append(_quality_gate(ft, base))
+    return checks
+
+
+__all__ = ["CATALOG_STAGES", "build_checks", "summarize_validation", "validate_catalog_dir"]

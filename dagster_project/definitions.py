@@ -1,0 +1,41 @@
+"""The code location: everything is built from the project's ``dvc.yaml`` (see ``dvc_assets``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+
+from dagster_project.checks import build_checks
+from dagster_project.dvc_assets import build_dvc_assets, default_project_dir, load_stage_items
+from dagster_project.reports import build_report_assets
+from dagster_project.resources import DvcResource, MlflowResource
+from dagster_project.schedules import build_schedules
+from dagster_project.sensors import build_sensors
+
+ALL_JOB = "toolret_all"
+
+
+def build_definitions(project_dir: str | Path | None = None) -> dg.Definitions:
+    """Definitions for the DVC project at ``project_dir`` (default ``$TOOLRET_PROJECT_DIR`` or the repo).
+
+    Execution is serialized (in-process executor and a ``dvc`` concurrency pool): every stage runs
+    ``dvc repro`` in the same repository, which holds a repo lock.
+    """
+    root = Path(project_dir).resolve() if project_dir else default_project_dir()
+    items = load_stage_items(root)
+    assets = [*build_dvc_assets(items), *build_report_assets(items)]
+    groups = {i.stage for i in items} | ({"report"} if len(assets) > len(items) else set())
+    return dg.Definitions(
+        assets=assets,
+        asset_checks=build_checks(items),
+        jobs=[dg.define_asset_job(ALL_JOB, selection=dg.AssetSelection.all(),
+                                  description="Every DVC stage, check and report of the project.")],
+        schedules=build_schedules(groups),
+        sensors=build_sensors(items, root),
+        resources={
+            "dvc": DvcResource(project_dir=str(root)),
+            "mlflow": MlflowResource(project_dir=str(root)),
+        },
+        executor=dg.in_process_executor,
+    )

@@ -1,0 +1,292 @@
+"""Dagster assets built from ``dvc.yaml`` — one asset per DVC stage item, executed by DVC.
+
+As dagster-dbt builds assets from a dbt manifest, this module asks DVC itself for the pipeline's
+stages (``Repo(project).index.stages``: ``foreach``/``matrix`` expansion and ``${...}`` interpolation
+are DVC's), derives each stage's upstream stages from its deps and the other stages' outs, and wraps
+each stage item in an asset that runs ``dvc repro --single-item <stage>``. DVC records every output
+version in ``dvc.lock``; Dagster adds checks, schedules, sensors, run history and reports.
+
+Asset keys: ``catalog@toollens`` -> ``["catalog", "toollens"]``; matrix items use the matrix
+values in declaration order (``index@mtrb-restbench-bm25`` -> ``["index", "mtrb-restbench", "bm25"]``);
+the group is the stage name.
+"""
+
+# no `from __future__ import annotations`: Dagster reads the op signatures' annotations at runtime
+
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from dagster_project.resources import DvcResource
+
+RESULTS_ROOT = "data/runs"  # where evaluate stages write <dataset>/<method>/<docs>.json
+_LAYOUT = re.compile(r"^data/(?:catalogs|curated|models|indexes|runs)/(?P<dataset>[^/]+)(?:/(?P<method>[^/]+))?")
+
+
+@dataclass(frozen=True)
+class StageItem:
+    """One executable DVC stage (a plain stage or one ``foreach``/``matrix`` item).
+
+    Attributes:
+        name: DVC's stage name, as ``dvc repro`` takes it (``"index@toollens-bm25"``).
+        stage: the stage definition's name (``"index"``); the asset group.
+        key_path: the asset key path.
+        facets: what the item is about, e.g. ``{"dataset": "toollens", "method": "bm25"}``.
+        cmd: the stage command (for the description).
+        deps: path deps relative to the project dir (params excluded).
+        params: the params the stage reads (``["bm25", "dense"]``).
+        outs: output paths relative to the project dir.
+        upstream: names of the stage items whose outs this item depends on.
+    """
+
+    name: str
+    stage: str
+    key_path: tuple[str, ...]
+    facets: Mapping[str, str]
+    cmd: str
+    deps: tuple[str, ...]
+    params: tuple[str, ...]
+    outs: tuple[str, ...]
+    upstream: tuple[str, ...] = field(default=())
+
+    @property
+    def asset_key(self) -> dg.AssetKey:
+        return dg.AssetKey(list(self.key_path))
+
+    @property
+    def op_name(self) -> str:
+        return op_name_for(self.name)
+
+    @property
+    def dataset(self) -> str | None:
+        return self.facets.get("dataset")
+
+    @property
+    def method(self) -> str | None:
+        return self.facets.get("method")
+
+    @property
+    def result_dirs(self) -> tuple[str, ...]:
+        """Outs that hold evaluation result JSONs (``data/runs/<dataset>/<method>``)."""
+        return tuple(o for o in self.outs if o == RESULTS_ROOT or o.startswith(RESULTS_ROOT + "/"))
+
+
+def op_name_for(stage_name: str) -> str:
+    """A valid Dagster op name for a DVC stage name (``index@a-b`` -> ``dvc__index__a_b``)."""
+    return "dvc__" + re.sub(r"[^A-Za-z0-9_]", "_", stage_name.replace("@", "__"))
+
+
+def default_project_dir() -> Path:
+    """``$TOOLRET_PROJECT_DIR`` or the repository root (the parent of ``dagster_project/``)."""
+    env = os.environ.get("TOOLRET_PROJECT_DIR")
+    return Path(env).resolve() if env else Path(__file__).resolve().parent.parent
+
+
+def _unwrap(v: Any) -> Any:
+    """DVC wraps resolved values in ``dvc.parsing.context.Value`` nodes; return plain Python."""
+    if isinstance(v, Mapping):
+        return {k: _unwrap(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_unwrap(x) for x in v]
+    return getattr(v, "value", v)
+
+
+def _scalar(v: Any) -> bool:
+    return isinstance(v, (str, int, float, bool))
+
+
+def _rel(path: str, root: Path) -> str:
+    p = Path(path)
+    try:
+        return p.resolve().relative_to(root).as_posix() if p.is_absolute() else p.as_posix()
+    except ValueError:  # outside the project (an external dep)
+        return p.as_posix()
+
+
+def _overlaps(a: str, b: str) -> bool:
+    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
+
+
+def load_stage_items(project_dir: str | Path | None = None) -> list[StageItem]:
+    """Read the project's pipeline through DVC and return its stage items in ``dvc.yaml`` order.
+
+    Works in a project that has not been ``dvc init``-ed yet (DVC's ``uninitialized`` mode), so the
+    code location loads in a fresh checkout.
+
+    Raises:
+        FileNotFoundError: when the project has no ``dvc.yaml``.
+    """
+    os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+    from dvc.dvcfile import load_file
+    from dvc.repo import Repo
+
+    root = Path(project_dir or default_project_dir()).resolve()
+    if not (root / "dvc.yaml").is_file():
+        raise FileNotFoundError(f"{root / 'dvc.yaml'}: missing (set TOOLRET_PROJECT_DIR to a DVC project)")
+    with Repo(str(root), uninitialized=not (root / ".dvc").is_dir()) as repo:
+        # only the project's dvc.yaml: `repo.index` would walk the whole tree (.venv included)
+        dvcfile = load_file(repo, str(root / "dvc.yaml"))
+        stages = [s for s in dvcfile.stages.values() if getattr(s, "name", None)]
+        # foreach/matrix item values, as DVC resolved them (generated name -> values)
+        generated: dict[str, dict[str, Any]] = {}
+        kinds: dict[str, str] = {}
+        if stages:
+            for def_name, definition in dvcfile.resolver.definitions.items():
+                kinds[def_name] = type(definition).__name__
+                iterable = getattr(definition, "normalized_iterable", None)
+                if iterable is not None:
+                    for key, value in iterable.items():
+                        generated[f"{def_name}@{key}"] = {"key": key, "value": value}
+        raw = []
+        for s in stages:
+            base, _, key = s.name.partition("@")
+            deps = tuple(_rel(d.def_path, root) for d in s.deps if type(d).__name__ != "ParamsDependency")
+            params: list[str] = []
+            for d in s.deps:
+                if type(d).__name__ == "ParamsDependency":
+                    params.extend(str(p) for p in (d.params or []))
+            outs = tuple(_rel(o.def_path, root) for o in s.outs)
+            facets: dict[str, str] = {}
+            if key:
+                gen = generated.get(s.name, {"key": key, "value": key})
+                value = _unwrap(gen["value"])
+                if kinds.get(base) == "MatrixDefinition" and isinstance(value, Mapping):
+                    facets.update({k: str(v) for k, v in value.items() if _scalar(v)})
+                    key_path = (base, *[str(v) if _scalar(v) else f"{k}{i}" for i, (k, v) in enumerate(value.items())])
+                else:
+                    facets["item"] = str(gen["key"])
+                    key_path = (base, str(gen["key"]))
+            else:
+                key_path = (base,)
+            for o in outs:  # the project's data layout names dataset and method
+                m = _LAYOUT.match(o)
+                if m:
+                    facets.setdefault("dataset", m.group("dataset"))
+                    if m.group("method"):
+                        facets.setdefault("method", m.group("method"))
+            raw.append((s.name, base, key_path, facets, s.cmd if isinstance(s.cmd, str) else " && ".join(s.cmd),
+                        deps, tuple(params), outs))
+    items: list[StageItem] = []
+    for name, base, key_path, facets, cmd, deps, params, outs in raw:
+        upstream = tuple(
+            other[0] for other in raw
+            if other[0] != name and any(_overlaps(d, o) for d in deps for o in other[7])
+        )
+        items.append(StageItem(name, base, key_path, facets, cmd, deps, params, outs, upstream))
+    names = [i.op_name for i in items]
+    dupes = {n for n in names if names.count(n) > 1}
+    if dupes:
+        raise ValueError(f"DVC stage names collide as Dagster op names: {sorted(dupes)}")
+    return items
+
+
+def load_params(project_dir: str | Path) -> dict[str, Any]:
+    """The project's ``params.yaml`` (``{}`` when absent)."""
+    import yaml
+
+    path = Path(project_dir) / "params.yaml"
+    return (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path.is_file() else {}
+
+
+# -- results ---------------------------------------------------------------------------------------
+def read_results(project_dir: str | Path, result_dir: str) -> dict[str, dict[str, Any]]:
+    """``{docs: result JSON}`` of one evaluate output directory (per-query files excluded)."""
+    out: dict[str, dict[str, Any]] = {}
+    folder = Path(project_dir) / result_dir
+    if not folder.is_dir():
+        return out
+    for path in sorted(folder.glob("*.json")):
+        try:
+            obj = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(obj, dict) and isinstance(obj.get("metrics"), dict):
+            out[str(obj.get("docs") or path.stem)] = obj
+    return out
+
+
+def materialization_metadata(item: StageItem, project_dir: str | Path) -> tuple[dict[str, Any], str | None]:
+    """Asset metadata after a stage ran (dvc.lock md5s, paths, headline metrics) and a data version."""
+    from toolret.tracking.provenance import read_dvc_lock, stage_versions
+
+    lock = read_dvc_lock(project_dir)
+    versions = stage_versions(item.name, project_dir, lock)
+    md: dict[str, Any] = {
+        "dvc/stage": item.name,
+        "dvc/cmd": dg.MetadataValue.text(item.cmd),
+    }
+    for out in item.outs:
+        md[f"dvc/md5/{out}"] = versions["outs"].get(out, "")
+        md[f"path/{out}"] = dg.MetadataValue.path(str(Path(project_dir) / out))
+    for dep, md5 in versions["deps"].items():
+        md[f"dvc/dep_md5/{dep}"] = md5
+    for result_dir in item.result_dirs:
+        for docs, result in read_results(project_dir, result_dir).items():
+            md[f"{docs}/n_queries"] = int(result.get("n_queries") or 0)
+            for metric, value in sorted(result["metrics"].items()):
+                if isinstance(value, (int, float)):
+                    md[f"{docs}/{metric}"] = dg.MetadataValue.float(float(value))
+            lat = result.get("latency_ms") or {}
+            if isinstance(lat.get("p50"), (int, float)):
+                md[f"{docs}/latency_p50_ms"] = dg.MetadataValue.float(float(lat["p50"]))
+    outs_md5 = [versions["outs"].get(o, "") for o in item.outs]
+    data_version = "+".join(outs_md5) if outs_md5 and all(outs_md5) else None
+    return md, data_version
+
+
+# -- the asset factory ----------------------------------------------------------------------------
+class DvcStageConfig(dg.Config):
+    """Run-time options of a DVC stage asset."""
+
+    force: bool = False  # `dvc repro --force`: rerun even when DVC thinks the stage is up to date
+
+
+def _dvc_asset(item: StageItem, by_name: Mapping[str, StageItem]) -> dg.AssetsDefinition:
+    tags = {f"toolret/{k}": v for k, v in item.facets.items() if re.fullmatch(r"[A-Za-z0-9_.\-]{1,63}", v)}
+    spec = dg.AssetSpec(
+        key=item.asset_key,
+        deps=[by_name[u].asset_key for u in item.upstream],
+        description=f"DVC stage `{item.name}`: `{item.cmd}`",
+        group_name=item.stage,
+        kinds={"dvc"},
+        tags=tags,
+        metadata={"dvc/stage": item.name, "dvc/outs": ", ".join(item.outs), "dvc/params": ", ".join(item.params)},
+    )
+
+    @dg.multi_asset(specs=[spec], name=item.op_name, pool="dvc", op_tags={"dvc/stage": item.name})
+    def _run_stage(context: dg.AssetExecutionContext, config: DvcStageConfig, dvc: DvcResource) -> dg.MaterializeResult:
+        dvc.repro(item.name, force=config.force, log=context.log)
+        metadata, data_version = materialization_metadata(item, dvc.project_dir)
+        return dg.MaterializeResult(
+            asset_key=item.asset_key,
+            metadata=metadata,
+            data_version=dg.DataVersion(data_version) if data_version else None,
+        )
+
+    return _run_stage
+
+
+def build_dvc_assets(items: Sequence[StageItem]) -> list[dg.AssetsDefinition]:
+    """One asset per stage item, its deps the asset keys of its upstream stage items."""
+    by_name = {i.name: i for i in items}
+    return [_dvc_asset(i, by_name) for i in items]
+
+
+__all__ = [
+    "StageItem",
+    "DvcStageConfig",
+    "RESULTS_ROOT",
+    "build_dvc_assets",
+    "default_project_dir",
+    "load_params",
+    "load_stage_items",
+    "materialization_metadata",
+    "op_name_for",
+    "read_results",
+]

@@ -1,0 +1,127 @@
+"""Resources: DVC (runs stages with the project's own ``dvc``) and MLflow (plain ``mlflow``, no dagster-mlflow)."""
+
+from __future__ import annotations
+
+import collections
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+TELEMETRY_OFF = {
+    "DVC_NO_ANALYTICS": "1",
+    "MLFLOW_DISABLE_TELEMETRY": "true",
+    "GX_ANALYTICS_ENABLED": "false",
+    "DAGSTER_DISABLE_TELEMETRY": "1",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+}
+
+
+def stage_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for stage subprocesses: this interpreter's bin dir first on PATH (so the
+    ``toolret`` and ``dvc`` entry points of the venv are found), telemetry and downloads off."""
+    env = dict(os.environ)
+    bindir = str(Path(sys.executable).parent)
+    env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+    for k, v in TELEMETRY_OFF.items():
+        env.setdefault(k, v)
+    env.update(extra or {})
+    return env
+
+
+class DvcResource(dg.ConfigurableResource):
+    """Runs DVC commands in the project directory.
+
+    Attributes:
+        project_dir: the DVC project (holds ``dvc.yaml``, ``params.yaml``, ``dvc.lock``).
+        tail_lines: how many output lines a failure reports.
+    """
+
+    project_dir: str
+    tail_lines: int = 40
+
+    def _dvc(self) -> list[str]:
+        exe = Path(sys.executable).parent / "dvc"
+        return [str(exe)] if exe.exists() else [sys.executable, "-m", "dvc"]
+
+    def run(self, args: list[str], log: Any = None, check: bool = True) -> tuple[int, str]:
+        """Run ``dvc <args>`` streaming its output (stdout and stderr merged) line by line to ``log``.
+
+        Returns:
+            ``(returncode, last lines of output)``.
+
+        Raises:
+            dagster.Failure: on a non-zero exit when ``check``, with the output tail in its metadata.
+        """
+        cmd = [*self._dvc(), *args]
+        tail: collections.deque[str] = collections.deque(maxlen=self.tail_lines)
+        if log is not None:
+            log.info(f"$ {' '.join(cmd)}  (cwd={self.project_dir})")
+        proc = subprocess.Popen(cmd, cwd=self.project_dir, env=stage_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
+                                stdin=subprocess.DEVNULL)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.rstrip("\n")
+            tail.append(line)
+            if log is not None and line.strip():
+                log.info(line)
+        rc = proc.wait()
+        text = "\n".join(tail)
+        if rc != 0 and check:
+            raise dg.Failure(
+                description=f"`{' '.join(cmd)}` exited with {rc}:\n{text}",
+                metadata={"command": " ".join(cmd), "returncode": rc,
+                          "output_tail": dg.MetadataValue.md(f"```\n{text}\n```")},
+            )
+        return rc, text
+
+    def repro(self, stage: str, force: bool = False, log: Any = None) -> str:
+        """``dvc repro --single-item <stage>`` (``--force`` to rerun an up-to-date stage)."""
+        args = ["repro", "--single-item", stage]
+        if force:
+            args.append("--force")
+        return self.run(args, log=log)[1]
+
+
+def default_tracking_uri(project_dir: str | Path) -> str:
+    """``$MLFLOW_TRACKING_URI`` or ``sqlite:///<project>/data/mlflow/mlflow.db``."""
+    from toolret.tracking import default_tracking_uri as _uri
+
+    return _uri(project_dir)
+
+
+class MlflowResource(dg.ConfigurableResource):
+    """Logs evaluation runs and comparison reports with :mod:`toolret.tracking` (plain MLflow).
+
+    Attributes:
+        project_dir: the project (for the default store and dvc.lock look-ups).
+        tracking_uri: MLflow store; empty = ``$MLFLOW_TRACKING_URI`` or the project's sqlite store.
+        experiment: MLflow experiment name.
+    """
+
+    project_dir: str
+    tracking_uri: str = ""
+    experiment: str = "toolret"
+
+    def uri(self) -> str:
+        return self.tracking_uri or default_tracking_uri(self.project_dir)
+
+    def log_evaluation_run(self, result_json: str | Path, per_query: str | Path | None, tags: dict[str, str]) -> str:
+        from toolret.tracking import log_evaluation_run
+
+        return log_evaluation_run(result_json, per_query, tags=tags, experiment=self.experiment,
+                                  tracking_uri=self.uri(), project_dir=self.project_dir)
+
+    def log_comparison_report(self, dataset: str, result_paths: list[str | Path], tags: dict[str, str]) -> dict[str, Any]:
+        from toolret.tracking import log_comparison_report
+
+        return log_comparison_report(dataset, result_paths, tags=tags, experiment=self.experiment,
+                                     tracking_uri=self.uri(), project_dir=self.project_dir)
+
+
+__all__ = ["DvcResource", "MlflowResource", "TELEMETRY_OFF", "stage_env", "default_tracking_uri"]

@@ -1,0 +1,25 @@
+"""Shared test setup: ``tests/fixtures`` on ``sys.path`` and a fixture catalogue directory."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+FIXTURES = Path(__file__).parent / "fixtures"
+if str(FIXTURES) not in sys.path:
+    sys.path.insert(0, str(FIXTURES))
+
+from make_fixture import write_fixture_catalog  # noqa: E402
+
+
+@pytest.fixture
+def fixture_catalog_dir(tmp_path: Path) -> Path:
+    """A fresh, valid BEIR-layout fixture catalogue (30 tools, 40 train / 20 test queries)."""
+    return write_fixture_catalog(tmp_path / "fixture_catalog")

@@ -1,0 +1,83 @@
+"""Strict readers shared by the loaders: every error names the file and the record (line / index)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from toolret.catalog.model import CatalogError
+
+MAX_TEXT_CHARS = 100_000  # a tool document or query longer than this is rejected as corrupted input
+
+
+def read_text(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError as e:
+        raise CatalogError(f"{path}: file not found") from e
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise CatalogError(f"{path}:{line}: not valid UTF-8 (byte {e.start}: {raw[e.start:e.start+1]!r})") from e
+
+
+def read_json(path: Path) -> Any:
+    text = read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise CatalogError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from e
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line number, object)``; blank lines are skipped, anything else must be a JSON object."""
+    for lineno, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise CatalogError(f"{path}:{lineno}: invalid JSON ({e.msg})") from e
+        if not isinstance(obj, dict):
+            raise CatalogError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+        yield lineno, obj
+
+
+def require_text(obj: dict[str, Any], key: str, where: str, *, allow_empty: bool = False) -> str:
+    """Return ``obj[key]`` as a checked string; errors say ``where`` (``file:line id=...``)."""
+    if key not in obj or obj[key] is None:
+        raise CatalogError(f"{where}: missing field {key!r}")
+    value = obj[key]
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and key == "_id":
+        value = str(value)
+    if not isinstance(value, str):
+        raise CatalogError(f"{where}: field {key!r} must be a string, got {type(value).__name__}")
+    if not allow_empty and not value.strip():
+        raise CatalogError(f"{where}: field {key!r} is empty")
+    if len(value) > MAX_TEXT_CHARS:
+        raise CatalogError(f"{where}: field {key!r} is {len(value):,} characters (limit {MAX_TEXT_CHARS:,})")
+    if "\ufffd" in value:
+        raise CatalogError(f"{where}: field {key!r} contains U+FFFD (corrupted encoding)")
+    return value
+
+
+def read_qrels(path: Path) -> list[tuple[str, str, int, int]]:
+    """Read a BEIR qrels TSV; return ``(query id, tool id, score, line)`` rows (header optional)."""
+    rows = []
+    for lineno, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        parts = line.rstrip("\n").split("\t")
+        if lineno == 1 and parts[0].strip().lower() in {"query-id", "query_id", "qid"}:
+            continue
+        if len(parts) != 3:
+            raise CatalogError(f"{path}:{lineno}: expected 3 tab-separated fields, got {len(parts)}")
+        try:
+            score = int(float(parts[2]))
+        except ValueError as e:
+            raise CatalogError(f"{path}:{lineno}: score {parts[2]!r} is not a number") from e
+        rows.append((parts[0].strip(), parts[1].strip(), score, lineno))
+    return rows

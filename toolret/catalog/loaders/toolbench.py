@@ -1,0 +1,78 @@
+"""ToolBench test groups (StableToolBench 'solvable' queries): G1 instruction/category/tool, G2, G3.
+
+No corpus ships with them: the corpus is the union of every group's ``api_list`` (2,479 APIs / 811
+tools / 47 categories), APIs keyed by (tool_name, api_name). All six groups share that one corpus so
+their numbers are comparable to each other (not 1:1 to papers that searched ~16k APIs).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from toolret.catalog.loaders._read import read_json, require_text
+from toolret.catalog.model import Catalog, CatalogError, Query, Tool
+from toolret.catalog.source import verify_files
+
+GROUPS = ["G1_instruction", "G1_category", "G1_tool", "G2_instruction", "G2_category", "G3_instruction"]
+
+
+def _group_file(group: str) -> str:
+    return f"solvable_queries/test_instruction/{group}.json"
+
+
+def api_document(api: dict) -> str:
+    """ToolBench API rendered like ToolLens documents (the form COLT/ToolRet retrievers index)."""
+    return (
+        f"category_name:{api.get('category_name', '')}, tool_name:{api.get('tool_name', '')}, "
+        f"api_name:{api.get('api_name', '')}, api_description:{api.get('api_description') or ''}, "
+        f"required_params: {json.dumps(api.get('required_parameters') or [], ensure_ascii=False)}, "
+        f"optional_params: {json.dumps(api.get('optional_parameters') or [], ensure_ascii=False)}, "
+        f"return_schema: {json.dumps(api.get('template_response') or {}, ensure_ascii=False)}"
+    )
+
+
+def tool_key(tool_name: str, api_name: str) -> str:
+    return f"{tool_name}::{api_name}"
+
+
+def load_toolbench_group(folder: Path, group: str) -> Catalog:
+    if group not in GROUPS:
+        raise CatalogError(f"unknown ToolBench group {group!r}; choose one of {GROUPS}")
+    checksums = verify_files(folder, [_group_file(g) for g in GROUPS])
+    tools: dict[str, Tool] = {}
+    group_rows = None
+    for g in GROUPS:
+        path = folder / _group_file(g)
+        rows = read_json(path)
+        if not isinstance(rows, list):
+            raise CatalogError(f"{path}: expected a JSON list of queries")
+        for i, row in enumerate(rows):
+            for j, api in enumerate(row.get("api_list") or []):
+                where = f"{path}[{i}].api_list[{j}]"
+                key = tool_key(require_text(api, "tool_name", where), require_text(api, "api_name", where))
+                if key not in tools:
+                    tools[key] = Tool(id=key, name=api["api_name"], docs={"original": api_document(api)},
+                                      tool=api["tool_name"], category=api.get("category_name"),
+                                      metadata={"method": api.get("method")})
+        if g == group:
+            group_rows = (path, rows)
+    path, rows = group_rows
+    queries, qrels = [], {}
+    for i, row in enumerate(rows):
+        where = f"{path}[{i}]"
+        text = require_text(row, "query", where)
+        qid = str(row.get("query_id", i))
+        gold = {}
+        for pair in row.get("relevant APIs") or []:
+            key = tool_key(*pair)
+            if key not in tools:
+                raise CatalogError(f"{where}: relevant API {pair!r} is not in any api_list")
+            gold[key] = 1
+        queries.append(Query(id=qid, text=text, split="test"))
+        qrels[qid] = gold
+    ordered = sorted(tools.values(), key=lambda t: (t.category or "", t.tool or "", t.name))
+    name = "toolbench-" + group.lower().replace("_", "-")
+    return Catalog(name=name, tools=ordered, queries=queries, qrels=qrels,
+                   provenance={"source": str(folder), "checksums": checksums, "loader": "toolbench",
+                               "corpus": "union of api_list over the 6 StableToolBench solvable groups"})

@@ -1,0 +1,71 @@
+"""Dataset names -> loaders; the one entry point that turns a name (or a BEIR path) into a Catalog."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from toolret.catalog.loaders.beir import load_beir
+from toolret.catalog.loaders.mtrb import load_metatool, load_mtrb_toolbench, load_restbench
+from toolret.catalog.loaders.toolbench import load_toolbench_group
+from toolret.catalog.loaders.toollens import load_toollens
+from toolret.catalog.model import Catalog, CatalogError
+from toolret.catalog.source import source_root
+
+_LOADERS: dict[str, tuple[str, Callable[[Path], Catalog]]] = {
+    "toollens": ("toollens", load_toollens),
+    "mtrb-restbench": ("mtrb", load_restbench),
+    "mtrb-metatool": ("mtrb", load_metatool),
+    "mtrb-toolbench": ("mtrb", load_mtrb_toolbench),
+}
+for _g in ["G1_instruction", "G1_category", "G1_tool", "G2_instruction", "G2_category", "G3_instruction"]:
+    _LOADERS["toolbench-" + _g.lower().replace("_", "-")] = (
+        "toolbench-stabletoolbench", lambda folder, g=_g: load_toolbench_group(folder, g))
+
+DATASETS = list(_LOADERS)
+
+
+def carve_dev_split(catalog: Catalog, fraction: float, seed: int) -> Catalog:
+    """Move a seeded random ``fraction`` of the train queries into a ``dev`` split (test untouched)."""
+    train = sorted(q.id for q in catalog.queries if q.split == "train")
+    if not train or fraction <= 0 or any(q.split == "dev" for q in catalog.queries):
+        return catalog
+    n_dev = max(1, round(len(train) * fraction))
+    dev = set(random.Random(seed).sample(train, n_dev))
+    for q in catalog.queries:
+        if q.id in dev:
+            q.split = "dev"
+    catalog.provenance = {**catalog.provenance, "dev_split": {"fraction": fraction, "seed": seed, "n_dev": n_dev}}
+    return catalog
+
+
+def load_dataset(name_or_path: str, *, root: str | Path | None = None, beir: Mapping[str, str] | None = None,
+                 dev_fraction: float = 0.05, seed: int = 13, project_dir: str | Path | None = None) -> Catalog:
+    """Load a named dataset (verified against its MANIFEST) or a BEIR-layout directory.
+
+    Args:
+        name_or_path: one of :data:`DATASETS`, a name in ``beir``, or a path to a BEIR directory.
+        root: dataset source root (default ``../shared/datasets`` or ``$TOOLRET_DATA_SOURCE``).
+        beir: extra ``{name: BEIR directory}`` user catalogues (``params.yaml: source.beir``).
+        dev_fraction, seed: the dev split carved from train (never from test).
+    """
+    beir = dict(beir or {})
+    if name_or_path in _LOADERS:
+        folder_name, loader = _LOADERS[name_or_path]
+        folder = source_root(root, project_dir) / folder_name
+        if not folder.is_dir():
+            raise CatalogError(f"dataset {name_or_path!r}: source folder {folder} not found "
+                               "(set params.yaml source.root or TOOLRET_DATA_SOURCE)")
+        catalog = loader(folder)
+    elif name_or_path in beir:
+        path = Path(beir[name_or_path])
+        if not path.is_absolute() and project_dir:
+            path = Path(project_dir) / path
+        catalog = load_beir(path, name=name_or_path)
+    elif Path(name_or_path).is_dir():
+        catalog = load_beir(name_or_path)
+    else:
+        raise CatalogError(f"unknown dataset {name_or_path!r}: not one of {DATASETS}, "
+                           f"not in source.beir {sorted(beir)}, and not a BEIR directory")
+    return carve_dev_split(catalog, dev_fraction, seed)

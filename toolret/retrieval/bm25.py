@@ -1,0 +1,76 @@
+"""BM25 retriever on bm25s (Lucene variant, k1=1.2, b=0.75, English stopwords by default)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from toolret.atomic import atomic_directory
+from toolret.retrieval.base import Ranking, default_query_ids
+
+
+@dataclass(frozen=True)
+class BM25Config:
+    k1: float = 1.2
+    b: float = 0.75
+    stopwords: str | None = "en"
+    method: str = "lucene"
+
+
+class BM25Retriever:
+    """Sparse lexical retriever.
+
+    Example:
+        >>> r = BM25Retriever()
+        >>> r.index(["a", "b"], ["weather forecast for a city", "movie search by title"])
+        >>> r.search(["what is the weather"], k=1).ranked_ids(0)
+        ['a']
+    """
+
+    name = "bm25"
+
+    def __init__(self, config: BM25Config | None = None) -> None:
+        self.config = config or BM25Config()
+        self._model = None
+        self.tool_ids: list[str] = []
+
+    def _tokenize(self, texts: Sequence[str]):
+        import bm25s
+
+        return bm25s.tokenize(list(texts), stopwords=self.config.stopwords, show_progress=False)
+
+    def index(self, tool_ids: Sequence[str], documents: Sequence[str]) -> None:
+        import bm25s
+
+        self.tool_ids = list(tool_ids)
+        self._model = bm25s.BM25(k1=self.config.k1, b=self.config.b, method=self.config.method)
+        self._model.index(self._tokenize(documents), show_progress=False)
+
+    def search(self, queries: Sequence[str], k: int, query_ids: Sequence[str] | None = None) -> Ranking:
+        k = min(k, len(self.tool_ids))
+        tokens = self._tokenize(queries)
+        indices, scores = self._model.retrieve(tokens, k=k, show_progress=False, n_threads=1)
+        indices = np.asarray(indices, dtype=np.int64)
+        scores = np.asarray(scores, dtype=np.float32)
+        # bm25s returns arbitrary documents for zero scores; an all-stopword query retrieves nothing real.
+        return Ranking(default_query_ids(len(queries), query_ids), self.tool_ids, indices, scores)
+
+    def save(self, path: str | Path) -> None:
+        with atomic_directory(path) as tmp:
+            self._model.save(str(tmp / "bm25s"))
+            (tmp / "index.json").write_text(json.dumps(
+                {"retriever": self.name, "config": asdict(self.config), "tool_ids": self.tool_ids}), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> BM25Retriever:
+        import bm25s
+
+        meta = json.loads((Path(path) / "index.json").read_text(encoding="utf-8"))
+        r = cls(BM25Config(**meta["config"]))
+        r.tool_ids = meta["tool_ids"]
+        r._model = bm25s.BM25.load(str(Path(path) / "bm25s"))
+        return r

