@@ -34,35 +34,35 @@ def _get(obj: Any, *names: str, default: Any = None) -> Any:
 
 
 def summarize_validation(report: Any, max_ids: int = 20) -> tuple[bool, dict[str, Any]]:
-    """``(passed, metadata)`` from a validation report (``.success`` + per-expectation results).
+    """``(passed, metadata)`` from a :class:`toolret.catalog.validation.ValidationReport`.
 
-    Tolerates the shapes a report may take: an object or dict with ``success`` and ``results`` (or
-    ``expectations``), each result with ``success``, a name (``expectation``/``name``/``type``) and
-    offending ids (``offending_ids``/``unexpected_ids``/``unexpected``/``unexpected_list``).
+    ``passed`` is the report's ``success`` (false only for failed *error* checks; failed warnings
+    are listed but pass). The metadata names every failed check with its offending record ids.
     """
     passed = bool(_get(report, "success", default=False))
-    results = _get(report, "results", "expectations", default=None) or []
-    if isinstance(results, dict):
-        results = [{"name": k, **(v if isinstance(v, dict) else {"success": bool(v)})} for k, v in results.items()]
-    failed: list[str] = []
+    results = _get(report, "results", default=None) or []
     lines: list[str] = []
     md: dict[str, Any] = {}
+    failed_errors: list[str] = []
     for i, r in enumerate(results):
-        name = str(_get(r, "expectation", "name", "expectation_type", "type", default=f"expectation_{i}"))
-        ok = bool(_get(r, "success", default=True))
-        if ok:
+        if bool(_get(r, "success", default=True)):
             continue
-        ids = _get(r, "offending_ids", "unexpected_ids", "offending_records", "unexpected", "unexpected_list",
-                   default=[]) or []
-        ids = [str(x) for x in (ids if isinstance(ids, (list, tuple, set)) else [ids])]
-        where = _get(r, "table", "file", "column", default="")
-        failed.append(name)
-        shown = ", ".join(ids[:max_ids]) + (f" … (+{len(ids) - max_ids})" if len(ids) > max_ids else "")
-        lines.append(f"- **{name}**{f' ({where})' if where else ''}: {len(ids)} offending: {shown}")
-        md[f"failed/{name}"] = ", ".join(ids[:max_ids])
-    md["n_expectations"] = len(results)
-    md["n_failed"] = len(failed)
-    md["failed_expectations"] = ", ".join(failed)
+        name = str(_get(r, "name", "expectation", default=f"check_{i}"))
+        severity = str(_get(r, "severity", default="error"))
+        ids = [str(x) for x in (_get(r, "offending_ids", "unexpected_ids", default=[]) or [])][:max_ids]
+        message = str(_get(r, "message", default=""))
+        if severity == "error":
+            failed_errors.append(name)
+        lines.append(f"- [{severity}] **{name}**: {message or ', '.join(ids)}")
+        md[f"offending/{name}"] = ", ".join(ids) if ids else message
+    to_md = getattr(report, "to_metadata", None)
+    if callable(to_md):
+        full = to_md()
+        checks = full.pop("checks", None)
+        md.update({k: v for k, v in full.items() if isinstance(v, (str, int, float, bool))})
+        if checks is not None:
+            md["checks"] = dg.MetadataValue.json(checks)
+    md["failed_checks"] = ", ".join(failed_errors) or "none"
     if lines:
         md["offending_records"] = dg.MetadataValue.md("\n".join(lines))
     return passed, md
@@ -79,11 +79,8 @@ def validate_catalog_dir(directory: str | Path) -> tuple[bool, dict[str, Any]]:
     except (CatalogError, OSError, ValueError) as exc:
         return False, {"error": dg.MetadataValue.md(f"catalog does not load: `{exc}`"), "path": str(directory)}
     md: dict[str, Any] = {"path": str(directory), **{f"stats/{k}": str(v) for k, v in catalog.stats().items()}}
-    try:
-        from toolret.catalog.validation import validate_catalog
-    except ImportError:  # the validation suite is not there: loading (integrity checks) is all we can do
-        md["validator"] = "loader integrity checks only (toolret.catalog.validation missing)"
-        return True, md
+    from toolret.catalog.validation import validate_catalog
+
     report = validate_catalog(catalog)
     passed, vmd = summarize_validation(report)
     md.update(vmd)

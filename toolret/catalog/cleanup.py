@@ -351,7 +351,7 @@ def description_problem(description: str, fields: ToolFields) -> str | None:
     key = _key(description)
     if not description.strip():
         return "empty"
-    if key in _PLACEHOLDERS:
+    if key and (key in _PLACEHOLDERS or key in {_key(p) for p in _PLACEHOLDERS}):
         return "placeholder"
     if sum(ch.isalpha() for ch in description) < 3:
         return "no_words"
@@ -507,8 +507,9 @@ def fit_segments(segments: Sequence[Segment], budget: int, count: TokenCounter) 
 
     Returns the rendered text and whether anything was dropped or shortened. A level that does not fit
     is skipped (a later, smaller one may still fit). The rendered text is re-counted and the
-    lowest-priority levels are dropped until it fits; if not even the first segment fits, it is cut
-    at a word boundary.
+    lowest-priority levels are dropped until it fits. If the most important segment (the header, or
+    the first description sentence of an unnamed tool) alone exceeds the budget, it is cut at a word
+    boundary and nothing else is kept.
     """
     full = render_segments(segments)
     if not segments or count([full])[0] <= budget:
@@ -518,6 +519,9 @@ def fit_segments(segments: Sequence[Segment], budget: int, count: TokenCounter) 
     label_cost = dict(zip(_GROUP_LABEL, count(list(_GROUP_LABEL.values())), strict=True))
     items = sorted((prio, seg.order, level) for seg in segments for level, (prio, _) in enumerate(seg.levels))
     by_order = {s.order: s for s in segments}
+    first = by_order[items[0][1]]
+    if cost[first.levels[0][1]] > budget:  # the most important segment alone is too long: cut it
+        return cut_to_tokens(first.levels[0][1], budget, count), True
     level_of: dict[int, int] = {}
     taken: list[tuple[float, int, int]] = []
     used = 0
@@ -547,8 +551,7 @@ def fit_segments(segments: Sequence[Segment], budget: int, count: TokenCounter) 
         else:
             del level_of[order]
         text = render()
-    if not level_of:  # a single giant first segment: cut it
-        first = by_order[items[0][1]]
+    if not level_of:  # separators pushed even the first segment over: cut it
         text = cut_to_tokens(first.levels[0][1], budget, count)
     return text, True
 

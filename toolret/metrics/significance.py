@@ -60,7 +60,8 @@ def paired_test(
         * ``"ttest"``: :func:`scipy.stats.ttest_rel`.
 
     All methods return ``p = 1.0`` when every difference is 0. When the differences are a
-    non-zero constant, ``"ttest"`` returns ``p = 0.0`` (its statistic is infinite).
+    non-zero constant (up to 1e-12 float noise), ``"ttest"`` returns ``p = 0.0`` (its
+    statistic is infinite) instead of scipy's NaN.
 
     Args:
         a: ``[n]`` per-query scores of system A.
@@ -104,6 +105,8 @@ def paired_test(
     elif method == "wilcoxon":
         p = float(stats.wilcoxon(d).pvalue)
     else:  # ttest
-        p = 0.0 if np.all(d == d[0]) else float(stats.ttest_rel(x, y).pvalue)
+        # a (numerically) constant non-zero difference has zero variance: t is infinite
+        constant = np.ptp(d) <= 1e-12 * max(1.0, abs(mean_diff))
+        p = 0.0 if constant else float(stats.ttest_rel(x, y).pvalue)
     result["p_value"] = float(min(max(p, 0.0), 1.0))
     return result

