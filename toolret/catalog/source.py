@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
 from toolret.catalog.model import CatalogError
+from toolret.tracking.provenance import sha256_file
 
 DEFAULT_SOURCE_ROOT = "../shared/datasets"
 
@@ -22,14 +22,6 @@ def source_root(root: str | Path | None = None, project_dir: str | Path | None =
         base = Path(project_dir) if project_dir else Path(__file__).resolve().parents[2]
         path = (base / path).resolve()
     return path
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def read_manifest(folder: Path) -> dict[str, str]:

@@ -246,6 +246,8 @@ class TransformersGenerator:
                 done_mask = torch.isin(nxt, eos).tolist()
                 newly_done = 0
                 for k, r in enumerate(active):
+                    if finished[r] is not None:  # finished earlier, row not yet dropped from the cache
+                        continue
                     if done_mask[k]:
                         finished[r] = "stop"
                         newly_done += 1

@@ -82,14 +82,12 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
 
 def dev_recall(catalog: Catalog, model, docs: str, k: int = 5) -> dict | None:
     """Recall@k / COMP@k on the dev split (model selection signal; never the test split)."""
+    from toolret.evaluation import rank_split, score_ranking
     from toolret.retrieval.dense import DenseRetriever
 
-    dev = catalog.split("dev")
-    if not dev:
+    if not catalog.split("dev"):
         return None
     r = DenseRetriever(encoder=model)
     r.index(catalog.tool_ids, catalog.docs(docs))
-    ranked = r.search([q.text for q in dev], k, [q.id for q in dev]).as_lists()
-    rec = [len(set(ranked[q.id]) & catalog.gold(q.id)) / len(catalog.gold(q.id)) for q in dev]
-    comp = [float(catalog.gold(q.id) <= set(ranked[q.id])) for q in dev]
-    return {"n_queries": len(dev), f"recall@{k}": sum(rec) / len(rec), f"comp@{k}": sum(comp) / len(comp)}
+    scores, _ = score_ranking(rank_split(r, catalog, "dev", k), catalog, [k], bootstrap_samples=100)
+    return {"n_queries": scores["n_queries"], **{m: v for m, v in scores["metrics"].items() if m != "mrr"}}
