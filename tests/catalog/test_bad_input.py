@@ -213,7 +213,7 @@ def _curate(in_dir: Path, out_dir: Path) -> Path:
 
 @pytest.fixture
 def existing_output(tmp_path, fixture_catalog_dir):
-    out = tmp_path / "out"
+    out = tmp_path / "outputs" / "out"  # alone in its parent, so stray temp dirs would show
     _curate(fixture_catalog_dir, out)
     assert (out / "corpus.jsonl").is_file() and load_beir(out).doc_variants() == ["original", "cleaned"]
     return out, _tree_digest(out)
@@ -255,3 +255,32 @@ def test_failure_during_save_leaves_output_untouched(tmp_path, existing_output, 
     with pytest.raises(TypeError):
         save_catalog(catalog, out)
     assert _tree_digest(out) == digest and _siblings(out) == before  # no temp dir left behind
+
+
+# -- loader hardening: qrels scores, conflicting duplicates, padded ids, BOM ------------------------
+
+@pytest.mark.parametrize("score", ["0.5", "-1", "x"])
+def test_qrels_score_must_be_whole_non_negative(fixture_catalog_dir, score):
+    q, t = _first_qrel(fixture_catalog_dir / "qrels" / "test.tsv")
+    _append_line(fixture_catalog_dir / "qrels" / "test.tsv", f"{q}\t{t}\t{score}")
+    _rejects(fixture_catalog_dir, "test.tsv:", "not a non-negative whole number")
+
+
+def test_conflicting_duplicate_qrel_rejected_exact_duplicate_kept(fixture_catalog_dir):
+    path = fixture_catalog_dir / "qrels" / "test.tsv"
+    q, t = _first_qrel(path)
+    _append_line(path, f"{q}\t{t}\t1")
+    assert load_beir(fixture_catalog_dir).qrels[q][t] == 1
+    _append_line(path, f"{q}\t{t}\t0")
+    _rejects(fixture_catalog_dir, "test.tsv:", repr(q), "judged again")
+
+
+def test_padded_id_rejected(fixture_catalog_dir):
+    _edit(fixture_catalog_dir / "corpus.jsonl", 3, _id=" t003 ")
+    _rejects(fixture_catalog_dir, "corpus.jsonl:4", "leading/trailing whitespace")
+
+
+def test_utf8_bom_tolerated(fixture_catalog_dir):
+    path = fixture_catalog_dir / "corpus.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert load_beir(fixture_catalog_dir).tools

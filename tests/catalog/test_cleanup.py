@@ -78,9 +78,21 @@ def test_remove_boilerplate_sentences_and_openers():
     text = "This API returns live scores. Subscribe on RapidAPI to get a key. Contact us for more info."
     assert remove_boilerplate(text) == "Returns live scores."
     assert remove_boilerplate("This endpoint allows you to get forecasts.") == "Get forecasts."
-    assert remove_boilerplate("See for details.") == ""  # a sentence emptied by URL removal
-    assert remove_boilerplate("The API key is not needed for weather.") == ""
+    assert remove_boilerplate("Get gifs. See for details.") == "Get gifs."  # a sentence emptied by URL removal
+    assert remove_boilerplate("Weather now. You need an API key for this.") == "Weather now."
     assert remove_boilerplate("Search hotels by city.") == "Search hotels by city."
+
+
+def test_remove_boilerplate_keeps_content():
+    # clauses go, content stays (MetaTool: "GifApi: Search through ... gifs - Powered by Giphy.")
+    assert remove_boilerplate("Search through a wide range of gifs - Powered by Giphy.") == \
+        "Search through a wide range of gifs."
+    assert remove_boilerplate("Create playlists and check out the latest music trends.") == \
+        "Create playlists and check out the latest music trends."
+    assert remove_boilerplate("Validate an API key format.") == "Validate an API key format."
+    assert remove_boilerplate("Subscribe a user to a mailing list.") == "Subscribe a user to a mailing list."
+    # if everything is boilerplate, nothing is removed (repair handles truly empty descriptions)
+    assert remove_boilerplate("Subscribe on RapidAPI.") == "Subscribe on RapidAPI."
 
 
 def test_normalize_whitespace_lines_become_sentences():

@@ -1,18 +1,14 @@
-"""Orchestration test fixtures: temporary DVC projects built from the real ``dvc.yaml``.
+"""Orchestration test fixtures.
 
-The session fixture ``pipeline`` builds one small project (the fixture catalogue as a ``source.beir``
-dataset, BM25 + dense + dense-ft) and materializes every asset once in process; the tests then read
-its artifacts, ``dvc.lock``, asset-check results and MLflow store. Tests that need other graphs
-write their own ``dvc.yaml`` with :func:`make_dvc_project`.
+The session fixture ``pipeline`` builds one small DVC project from the real ``dvc.yaml`` (the
+fixture catalogue as a ``source.beir`` dataset, BM25 only to stay fast) and materializes every asset
+once, in process; the tests then read its artifacts, ``dvc.lock``, asset-check results and MLflow
+store. Tests that need other graphs write their own ``dvc.yaml`` with ``make_dvc_project``.
 """
 
 from __future__ import annotations
 
-import copy
-import json
 import os
-import shutil
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -20,79 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-for _k, _v in {"DVC_NO_ANALYTICS": "1", "MLFLOW_DISABLE_TELEMETRY": "true", "GX_ANALYTICS_ENABLED": "false",
-               "DAGSTER_DISABLE_TELEMETRY": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-               "TQDM_DISABLE": "1"}.items():
-    os.environ.setdefault(_k, _v)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-FIXTURES = REPO / "tests" / "fixtures"
-if str(FIXTURES) not in sys.path:
-    sys.path.insert(0, str(FIXTURES))
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-
-def env_for(project: Path | None = None, **extra: str) -> dict[str, str]:
-    """Subprocess env: the venv's bin first on PATH, telemetry off, no inherited MLflow/DAGSTER target."""
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "TOOLRET_PROJECT_DIR")}
-    env["PATH"] = str(BIN) + os.pathsep + env.get("PATH", "")
-    if project is not None:
-        env["TOOLRET_PROJECT_DIR"] = str(project)
-    env.update(extra)
-    return env
-
-
-def sh(cmd: list[str], cwd: Path, timeout: float = 300, **extra_env: str) -> subprocess.CompletedProcess:
-    """Run a command, raising with its output on failure."""
-    proc = subprocess.run(cmd, cwd=cwd, env=env_for(**extra_env), capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
-    if proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
-
-
-def make_dvc_project(path: Path, dvc_yaml: str | dict, params: dict[str, Any], copy_code: bool = True) -> Path:
-    """A git + DVC project at ``path`` with ``dvc.yaml``/``params.yaml`` (and ``toolret/`` for code deps)."""
-    path.mkdir(parents=True, exist_ok=True)
-    sh(["git", "init", "-q"], path)
-    sh(["git", "config", "user.email", "tests@toolret.invalid"], path)
-    sh(["git", "config", "user.name", "toolret tests"], path)
-    if copy_code:  # the stages' code deps (the CLI itself runs the installed package)
-        shutil.copytree(REPO / "toolret", path / "toolret", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    text = dvc_yaml if isinstance(dvc_yaml, str) else yaml.safe_dump(dvc_yaml, sort_keys=False)
-    (path / "dvc.yaml").write_text(text, encoding="utf-8")
-    (path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
-    sh([str(BIN / "dvc"), "init", "-q"], path)
-    sh([str(BIN / "dvc"), "config", "core.analytics", "false"], path)
-    sh(["git", "add", "-A"], path)
-    sh(["git", "commit", "-q", "-m", "fixture project"], path)
-    return path
-
-
-def fixture_params(source_dir: Path, methods: list[str], finetune: bool) -> dict[str, Any]:
-    """The real params.yaml, narrowed to the fixture dataset and made fast."""
-    params = copy.deepcopy(yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8")))
-    params["source"] = {"root": str(source_dir.parent), "beir": {"fixture": str(source_dir)}}
-    params["datasets"] = ["fixture"]
-    params["finetune_datasets"] = ["fixture"] if finetune else []
-    params["methods"] = methods
-    params.setdefault("evaluation", {})["bootstrap_samples"] = 200
-    ft = params.setdefault("finetune", {})
-    ft.update({"epochs": 1, "batch_size": 8, "max_train_pairs": 32})
-    return params
-
-
-def make_instance(home: Path):
-    """A Dagster instance in ``home`` configured by the project's ``dagster_home/dagster.yaml`` template."""
-    import dagster as dg
-
-    home.mkdir(parents=True, exist_ok=True)
-    shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
-    return dg.DagsterInstance.from_config(str(home))
+from orch_helpers import REPO, fixture_params, make_dvc_project, make_instance  # noqa: E402
 
 
 @dataclass
@@ -116,7 +43,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Pipeline:
     base = tmp_path_factory.mktemp("pipeline")
     source = write_fixture_catalog(base / "sources" / "fixture", n_tools=30, n_train=40, n_test=20, seed=0)
     project = make_dvc_project(base / "project", (REPO / "dvc.yaml").read_text(encoding="utf-8"),
-                               fixture_params(source, methods=["bm25", "dense"], finetune=True))
+                               fixture_params(source, methods=["bm25"], finetune=False))
     saved = os.environ.pop("MLFLOW_TRACKING_URI", None)
     instance = make_instance(base / "dagster_home")
     defs = build_definitions(project)
@@ -127,7 +54,3 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Pipeline:
         if saved is not None:
             os.environ["MLFLOW_TRACKING_URI"] = saved
     return Pipeline(project, source, base / "dagster_home", instance, defs, result, time.perf_counter() - start)
-
-
-def read_json(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))

@@ -148,17 +148,20 @@ def split_sentences(text: str) -> list[str]:
 
 
 _BOILERPLATE = re.compile(
-    r"rapid\s*api|\bsubscribe\b|\bsign[ -]?up\b|free trial|pricing plan|upgrade (?:your|to) (?:a )?plan|"
+    r"rapid\s*api|\bsubscribe (?:to (?:our|the|a|any) (?:\w+ )?(?:plan|tier|api|package|subscription)|on |now|here|today)|"
+    r"\bsign ?up (?:for|at|on|here|now|today|to get|free)\b|free trial|pricing plan|upgrade (?:your|to) (?:a )?(?:plan|tier)|"
     r"contact us|e-?mail us|reach out to us|join our|visit (?:our|the) (?:web)?(?:site|page|docs|documentation)|"
-    r"check out (?:our|the)|(?:for|get) more (?:info|information|details)|read more|click here|"
+    r"check out our|(?:for|get) more (?:info|information|details)|read more|click here|"
     r"(?:see|read|refer to|check) (?:the |our )?(?:full |complete |official )?(?:docs|documentation)|"
-    r"documentation (?:is|can be) found|x-rapidapi|api[- ]key|your (?:own )?(?:token|key)\b|"
-    r"\bpowered by\b|\bcopyright\b|all rights reserved|\bterms of (?:use|service)\b|"
+    r"documentation (?:is|can be) found|x-rapidapi|"
+    r"(?:get|obtain|need|needs|require|requires|required|your|free) (?:an? |your |own )?api[- ]?key|"
+    r"\bcopyright\b|all rights reserved|\bterms of (?:use|service)\b|"
     r"\b(?:don't|do not) hesitate\b|\bfeel free to\b|\bhappy coding\b|\bstay tuned\b|\bcoming soon\b|"
-    r"\bthank you\b|\bthanks\b|\bhope you\b|\benjoy\b|"
+    r"\bthanks? (?:you )?for (?:using|choosing|your)\b|\bhope you (?:enjoy|like)\b|"
     r"^(?:please\s+)?(?:see|visit|check|go to|refer to|read|look at)\b.{0,40}\b(?:for|to)\s+(?:more\s+)?"
     r"(?:details|info|information|docs|documentation|examples|reference)",
     re.I)
+_BOILER_CLAUSE = re.compile(r"\s*(?:[-\u2013\u2014|,(]\s*)?\bpowered by\b[^.;)!?]*\)?", re.I)
 _OPENER = re.compile(
     r"^(?:this|the|our)\s+(?:api|endpoint|end ?point|tool|service|method|route|function|call)"
     r"(?:\s+(?:endpoint|call|route))?\s+"
@@ -169,17 +172,25 @@ _OPENER = re.compile(
 
 
 def remove_boilerplate(text: str) -> str:
-    """Drop boilerplate sentences (sign-up, RapidAPI, "contact us", "see the docs" ...) and turn
-    "This API returns X" / "This endpoint allows you to get X" openers into "Returns X" / "Get X"."""
-    kept = []
-    for sentence in split_sentences(text):
-        if _BOILERPLATE.search(sentence):
-            continue
-        rewritten = _OPENER.sub("", sentence)
+    """Drop boilerplate sentences (sign-up, RapidAPI, "contact us", "see the docs" ...) and clauses
+    ("- Powered by X"), and turn "This API returns X" / "This endpoint allows you to get X" openers
+    into "Returns X" / "Get X".
+
+    If every sentence is boilerplate the text is kept (minus clauses and openers): boilerplate removal
+    never empties a description by itself.
+    """
+    sentences = split_sentences(text)
+    kept = [s for s in sentences if not _BOILERPLATE.search(s)] or sentences
+    out = []
+    for sentence in kept:
+        rewritten = _OPENER.sub("", _BOILER_CLAUSE.sub("", sentence).strip())
         if rewritten != sentence and rewritten:
             rewritten = rewritten[0].upper() + rewritten[1:]
-        kept.append(rewritten)
-    return " ".join(kept)
+            if not rewritten.endswith((".", "!", "?")) and sentence.endswith((".", "!", "?")):
+                rewritten += sentence[-1]
+        if rewritten.strip(" .,;:!?-"):
+            out.append(rewritten)
+    return " ".join(out) if out else " ".join(kept)
 
 
 def normalize_whitespace(text: str) -> str:

@@ -56,6 +56,7 @@ class TransformersConfig:
     num_threads: int | None = None  # torch intra-op threads; None = CPUs available to this process
     max_prompt_tokens: int = 2048  # longer prompts are cut from the LEFT (keeps the instruction end)
     progress: bool = True  # tqdm bar over batches
+    min_shared_prefix: int = 8  # prefill a common token prefix once per batch when at least this long
 
 
 def _resolve_device(device: str) -> str:
@@ -194,20 +195,32 @@ class TransformersGenerator:
                 uniq_ids.append(ids)
             row_to_uniq.append(uniq[ph])
         U, B = len(uniq_ids), len(batch)
-        L = max(1, max(len(x) for x in uniq_ids))
-        input_ids = torch.full((U, L), self.pad_id, dtype=torch.long)
-        attn = torch.zeros((U, L), dtype=torch.long)
-        for i, ids in enumerate(uniq_ids):
+        # Shared token prefix (chat template + instructions + few-shot examples are identical across
+        # prompts): prefill it once with one row, then prefill only the suffixes. Layout per row:
+        # [prefix][left pads][suffix], pads masked out, positions continue after the prefix.
+        P = _common_prefix_len(uniq_ids) if U > 1 else 0
+        if P < self.config.min_shared_prefix:
+            P = 0
+        suffixes = [ids[P:] for ids in uniq_ids]
+        S = max(1, max(len(x) for x in suffixes))
+        input_ids = torch.full((U, S), self.pad_id, dtype=torch.long)
+        smask = torch.zeros((U, S), dtype=torch.long)
+        for i, ids in enumerate(suffixes):
             if ids:
-                input_ids[i, L - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-                attn[i, L - len(ids) :] = 1
-        if not any(uniq_ids):  # all prompts empty: condition on BOS/pad
-            attn[:, -1] = 1
-        pos_ids = (attn.cumsum(-1) - 1).clamp(min=0)
+                input_ids[i, S - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+                smask[i, S - len(ids) :] = 1
+        if not smask.any(dim=1).all():  # an empty prompt: condition on the pad/EOS token
+            smask[:, -1] = 1
+        pos_ids = (P + smask.cumsum(-1) - 1).clamp(min=P)
+        attn = torch.cat([torch.ones((U, P), dtype=torch.long), smask], dim=1)
         input_ids, attn, pos_ids = input_ids.to(dev), attn.to(dev), pos_ids.to(dev)
 
         with torch.inference_mode():
             cache = DynamicCache(config=self.model.config)
+            if P:
+                prefix = torch.tensor([uniq_ids[0][:P]], dtype=torch.long, device=dev)
+                self.model(input_ids=prefix, past_key_values=cache, use_cache=True, logits_to_keep=1)
+                cache.batch_select_indices(torch.zeros(U, dtype=torch.long, device=dev))
             out = self.model(
                 input_ids=input_ids, attention_mask=attn, position_ids=pos_ids,
                 past_key_values=cache, use_cache=True, logits_to_keep=1,
@@ -225,8 +238,8 @@ class TransformersGenerator:
             seen = None
             if params.repetition_penalty != 1.0:
                 seen = torch.zeros((B, logits.shape[-1]), dtype=torch.bool, device=dev)
-                prompt_rows = input_ids.index_select(0, expand) if U != B else input_ids
-                seen.scatter_(1, prompt_rows, True)  # pad positions hold pad_id, cleared below
+                for r in range(B):
+                    seen[r, torch.tensor(uniq_ids[row_to_uniq[r]] or [self.pad_id], device=dev)] = True
                 seen[:, self.pad_id] = False  # pad == EOS here: never penalise stopping
 
             gens = None
@@ -312,6 +325,18 @@ class TransformersGenerator:
         probs = torch.softmax(x, dim=-1)
         picks = [int(torch.multinomial(probs[k], 1, generator=g)) for k, g in enumerate(gens)]
         return torch.tensor(picks, dtype=torch.long, device=logits.device)
+
+
+def _common_prefix_len(seqs: list[list[int]]) -> int:
+    """Longest common token prefix, leaving every sequence at least one token of suffix."""
+    if not seqs:
+        return 0
+    limit = min(len(x) for x in seqs) - 1
+    first = seqs[0]
+    n = 0
+    while n < limit and all(x[n] == first[n] for x in seqs):
+        n += 1
+    return max(0, n)
 
 
 def _apply_repetition_penalty(logits, seen, penalty: float):

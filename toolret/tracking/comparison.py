@@ -164,6 +164,12 @@ def compare_results(
     return Comparison(dataset, systems, list(metrics), reference, tests)
 
 
+def headline_metrics(metrics: Sequence[str], k: int = 5) -> list[str]:
+    """The metrics at cutoff ``k`` plus ``mrr`` (all metrics when none is at ``k``)."""
+    picked = [m for m in metrics if m.endswith(f"@{k}") or m == "mrr"]
+    return picked or list(metrics)
+
+
 def plot_comparison(comparison: Comparison, path: str | Path, metrics: Sequence[str] | None = None) -> Path:
     """Grouped bar chart: metrics on the x axis, one bar per system, 95% CI error bars."""
     import matplotlib
@@ -261,7 +267,7 @@ def log_comparison_report(
                          "significance.json"):
                 client.log_artifact(run_id, str(tmp_path / name), artifact_path="report")
             if comparison.systems and comparison.metrics:
-                plot = plot_comparison(comparison, tmp_path / "comparison.png")
+                plot = plot_comparison(comparison, tmp_path / "comparison.png", headline_metrics(comparison.metrics))
                 client.log_artifact(run_id, str(plot), artifact_path="plots")
     except BaseException:
         client.set_terminated(run_id, status="FAILED")
@@ -270,4 +276,4 @@ def log_comparison_report(
     return {"run_id": run_id, "markdown": markdown, "tests": comparison.tests, "reference": comparison.reference}
 
 
-__all__ = ["Comparison", "System", "compare_results", "log_comparison_report", "plot_comparison"]
+__all__ = ["Comparison", "System", "compare_results", "headline_metrics", "log_comparison_report", "plot_comparison"]

@@ -18,7 +18,7 @@ def read_text(path: Path) -> str:
     except FileNotFoundError as e:
         raise CatalogError(f"{path}: file not found") from e
     try:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8-sig")  # a leading BOM is tolerated
     except UnicodeDecodeError as e:
         line = raw[: e.start].count(b"\n") + 1
         raise CatalogError(f"{path}:{line}: not valid UTF-8 (byte {e.start}: {raw[e.start:e.start+1]!r})") from e
@@ -57,6 +57,8 @@ def require_text(obj: dict[str, Any], key: str, where: str, *, allow_empty: bool
         raise CatalogError(f"{where}: field {key!r} must be a string, got {type(value).__name__}")
     if not allow_empty and not value.strip():
         raise CatalogError(f"{where}: field {key!r} is empty")
+    if key == "_id" and value != value.strip():
+        raise CatalogError(f"{where}: id {value!r} has leading/trailing whitespace")
     if len(value) > MAX_TEXT_CHARS:
         raise CatalogError(f"{where}: field {key!r} is {len(value):,} characters (limit {MAX_TEXT_CHARS:,})")
     if "\ufffd" in value:
@@ -75,9 +77,9 @@ def read_qrels(path: Path) -> list[tuple[str, str, int, int]]:
             continue
         if len(parts) != 3:
             raise CatalogError(f"{path}:{lineno}: expected 3 tab-separated fields, got {len(parts)}")
-        try:
-            score = int(float(parts[2]))
-        except ValueError as e:
-            raise CatalogError(f"{path}:{lineno}: score {parts[2]!r} is not a number") from e
+        raw_score = parts[2].strip()
+        if not raw_score.isdigit():
+            raise CatalogError(f"{path}:{lineno}: score {raw_score!r} is not a non-negative whole number")
+        score = int(raw_score)
         rows.append((parts[0].strip(), parts[1].strip(), score, lineno))
     return rows

@@ -81,7 +81,11 @@ def load_beir(directory: str | Path, name: str | None = None) -> Catalog:
                 raise CatalogError(f"{where}: tool id {tid!r} (query {qid!r}) is not in {corpus.name}")
             if split_of.setdefault(qid, split) != split:
                 raise CatalogError(f"{where}: query {qid!r} is in both {split_of[qid]!r} and {split!r} qrels")
-            qrels.setdefault(qid, {})[tid] = score
+            previous = qrels.setdefault(qid, {}).get(tid)
+            if previous is not None and previous != score:
+                raise CatalogError(f"{where}: query {qid!r} / tool {tid!r} judged again with score {score} "
+                                   f"(earlier {previous})")
+            qrels[qid][tid] = score  # an exact duplicate row (ToolLens has 23) counts once
     queries = []
     for qid, (text, declared, _line) in query_text.items():
         split = split_of.get(qid) or declared
