@@ -45,8 +45,9 @@ test: setup
 
 ui: setup
 	@echo "Dagster UI: http://127.0.0.1:3000   MLflow UI: http://127.0.0.1:5000"
-	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/data/mlflow/mlflow.db --default-artifact-root $(CURDIR)/data/mlflow/artifacts -h 127.0.0.1 -p 5000 & \
-	$(BIN)/dagster dev -m dagster_project -h 127.0.0.1 -p 3000
+	mkdir -p data/mlflow/artifacts
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/data/mlflow/mlflow.db --default-artifact-root $(CURDIR)/data/mlflow/artifacts -h 127.0.0.1 -p 5000 & MLF=$$!; \
+	trap "kill $$MLF" EXIT INT TERM; $(BIN)/dagster dev -m dagster_project -h 127.0.0.1 -p 3000
 
 bench: setup
 	$(BIN)/python benchmarks/retrieval_speed.py

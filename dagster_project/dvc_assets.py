@@ -129,6 +129,10 @@ def load_stage_items(project_dir: str | Path | None = None) -> list[StageItem]:
     root = Path(project_dir or default_project_dir()).resolve()
     if not (root / "dvc.yaml").is_file():
         raise FileNotFoundError(f"{root / 'dvc.yaml'}: missing (set TOOLRET_PROJECT_DIR to a DVC project)")
+    params = load_params(root)
+    # names in any `*datasets` list of params.yaml: a foreach item with such a name is a dataset
+    dataset_names = {str(d) for k, v in params.items() if k.endswith("datasets") and isinstance(v, list)
+                     for d in v if _scalar(d)}
     with Repo(str(root), uninitialized=not (root / ".dvc").is_dir()) as repo:
         # only the project's dvc.yaml: `repo.index` would walk the whole tree (.venv included)
         dvcfile = load_file(repo, str(root / "dvc.yaml"))
@@ -161,6 +165,8 @@ def load_stage_items(project_dir: str | Path | None = None) -> list[StageItem]:
                     key_path = (base, *[str(v) if _scalar(v) else f"{k}{i}" for i, (k, v) in enumerate(value.items())])
                 else:
                     facets["item"] = str(gen["key"])
+                    if str(gen["key"]) in dataset_names:
+                        facets["dataset"] = str(gen["key"])
                     key_path = (base, str(gen["key"]))
             else:
                 key_path = (base,)
@@ -188,10 +194,9 @@ def load_stage_items(project_dir: str | Path | None = None) -> list[StageItem]:
 
 def load_params(project_dir: str | Path) -> dict[str, Any]:
     """The project's ``params.yaml`` (``{}`` when absent)."""
-    import yaml
+    from toolret.config import load_params as _load
 
-    path = Path(project_dir) / "params.yaml"
-    return (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path.is_file() else {}
+    return _load(Path(project_dir) / "params.yaml")
 
 
 # -- results ---------------------------------------------------------------------------------------

@@ -61,10 +61,9 @@ class DvcResource(dg.ConfigurableResource):
         tail: collections.deque[str] = collections.deque(maxlen=self.tail_lines)
         if log is not None:
             log.info(f"$ {' '.join(cmd)}  (cwd={self.project_dir})")
-        proc = subprocess.Popen(cmd, cwd=self.project_dir, env=stage_env({"TOOLRET_PROJECT_DIR": self.project_dir}),
-                                stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
-                                stdin=subprocess.DEVNULL)
+        env = stage_env({"TOOLRET_PROJECT_DIR": self.project_dir})  # the CLI targets this project
+        proc = subprocess.Popen(cmd, cwd=self.project_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, errors="replace", bufsize=1, stdin=subprocess.DEVNULL)
         assert proc.stdout is not None
         for line in proc.stdout:
             line = line.rstrip("\n")

@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import dagster as dg
 
-RETRAIN_GROUPS = ("finetune", "index", "index_ft", "evaluate", "evaluate_ft", "report")
+RETRAIN_PREFIXES = ("finetune", "index", "evaluate", "report")  # stage-name prefixes (groups = stage names)
+
+
+def retrain_groups(present_groups: set[str]) -> list[str]:
+    """Groups whose stage name starts with a retraining prefix (``index_ft``, ``evaluate_reinvoke`` ...)."""
+    return sorted(g for g in present_groups if g.startswith(RETRAIN_PREFIXES))
 
 
 def build_schedules(present_groups: set[str]) -> list[dg.ScheduleDefinition]:
-    groups = [g for g in RETRAIN_GROUPS if g in present_groups]
+    groups = retrain_groups(present_groups)
     if not groups:
         return []
     job = dg.define_asset_job(
@@ -34,4 +39,4 @@ def build_schedules(present_groups: set[str]) -> list[dg.ScheduleDefinition]:
     ]
 
 
-__all__ = ["RETRAIN_GROUPS", "build_schedules"]
+__all__ = ["RETRAIN_PREFIXES", "build_schedules", "retrain_groups"]

@@ -40,23 +40,16 @@ def dataset_sources(project_dir: str | Path, datasets: Sequence[str]) -> dict[st
     project_dir = Path(project_dir)
     params = load_params(project_dir)
     source = params.get("source") or {}
-    from toolret.catalog.source import source_root
+    from toolret.catalog.registry import DATASETS, source_folder
 
-    root = source_root(source.get("root"), project_dir)
-    try:
-        from toolret.catalog.registry import _LOADERS as loaders
-    except ImportError:
-        loaders = {}
     out: dict[str, Path] = {}
     beir = source.get("beir") or {}
     for ds in datasets:
         if ds in beir:
             p = Path(beir[ds])
             out[ds] = p if p.is_absolute() else project_dir / p
-        elif ds in loaders:
-            out[ds] = root / loaders[ds][0]
-        elif (root / ds).exists():
-            out[ds] = root / ds
+        elif ds in DATASETS:
+            out[ds] = source_folder(ds, source.get("root"), project_dir)
     return out
 
 

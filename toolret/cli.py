@@ -81,10 +81,9 @@ def cmd_index(args: argparse.Namespace) -> None:
 
     params = _params(args)
     catalog = load_catalog(args.catalog)
-    model = str(Path(args.model) / "model") if args.model else None
     with atomic_directory(args.out) as tmp:
         for docs in tqdm(catalog.doc_variants(), desc=f"index {catalog.name}/{args.method}"):
-            retriever = build_retriever(args.method, catalog, params, model)
+            retriever = build_retriever(args.method, catalog, params, args.model)
             retriever.index(catalog.tool_ids, catalog.docs(docs))
             retriever.save(tmp / docs)
 
@@ -170,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser("index", help="build a method's index for every document variant of a catalog")
     i.add_argument("--catalog", required=True)
     i.add_argument("--method", required=True)
-    i.add_argument("--model", help="model artifact directory (e.g. a fine-tuned encoder)")
+    i.add_argument("--model", help="dense: encoder name or folder; dense-ft: the fine-tune artifact directory")
     i.add_argument("--out", required=True)
     i.set_defaults(func=cmd_index)
 
@@ -186,7 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--k", help="comma-separated cutoffs, e.g. 1,3,5,10")
     ev.add_argument("--docs", default="original", choices=["original", "cleaned", "human"])
     ev.add_argument("--split", default="test")
-    ev.add_argument("--model", help="encoder name or folder overriding params.yaml")
+    ev.add_argument("--model", help="dense: encoder name or folder; dense-ft: fine-tune artifact directory "
+                    "(default data/models/<dataset>/dense-ft, trained if absent)")
     ev.add_argument("--output", required=True)
     ev.set_defaults(func=cmd_evaluate)
 

@@ -73,6 +73,9 @@ def fixture_params(source_dir: Path, methods: list[str], finetune: bool) -> dict
     """The real params.yaml, narrowed to the fixture dataset and made fast."""
     params = copy.deepcopy(yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8")))
     params["source"] = {"root": str(source_dir.parent), "beir": {"fixture": str(source_dir)}}
+    for key in list(params):  # every per-method dataset list (finetune_datasets, reinvoke_datasets ...)
+        if key.endswith("_datasets"):
+            params[key] = []
     params["datasets"] = ["fixture"]
     params["finetune_datasets"] = ["fixture"] if finetune else []
     params["methods"] = methods

@@ -61,6 +61,16 @@ def test_real_dvc_yaml_graph() -> None:
     assert len(keys) == n_items + n_reports
 
 
+def test_every_data_dep_is_produced_by_a_stage() -> None:
+    """A stage reading data/... that no stage writes (e.g. a *_datasets list naming a dataset missing
+    from `datasets`) would fail at `dvc repro` time; catch it when the graph is built."""
+    items = load_stage_items(REPO)
+    outs = [o for i in items for o in i.outs]
+    dangling = sorted({f"{i.name}: {d}" for i in items for d in i.deps if d.startswith("data/")
+                       and not any(d == o or d.startswith(o + "/") for o in outs)})
+    assert not dangling, dangling
+
+
 def test_checks_schedule_sensor_job_present() -> None:
     defs = build_definitions(REPO)
     check_keys = defs.resolve_asset_graph().asset_check_keys

@@ -80,11 +80,13 @@ def _stop(proc: subprocess.Popen) -> int:
 
 
 def test_launch_run_through_graphql(pipeline, tmp_path: Path) -> None:
-    # a plain instance (default run coordinator: runs launch at once without the daemon that
-    # `dagster dev` would also start for the queued coordinator of dagster_home/dagster.yaml)
+    # Dagster's default coordinator queues runs for the daemon (`dagster dev` starts one); with the
+    # webserver alone, launch runs directly.
     home = tmp_path / "dagster_home"
     home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    (home / "dagster.yaml").write_text(
+        "telemetry:\n  enabled: false\n"
+        "run_coordinator:\n  module: dagster.core.run_coordinator\n  class: DefaultRunCoordinator\n")
     port = _free_port()
     log = tmp_path / "webserver.log"
     env = env_for(pipeline.project, DAGSTER_HOME=str(home))

@@ -26,6 +26,13 @@ for _g in ["G1_instruction", "G1_category", "G1_tool", "G2_instruction", "G2_cat
 DATASETS = list(_LOADERS)
 
 
+def source_folder(name: str, root: str | Path | None = None, project_dir: str | Path | None = None) -> Path:
+    """The raw source folder a named dataset is read from (e.g. ``.../datasets/mtrb``)."""
+    if name not in _LOADERS:
+        raise CatalogError(f"unknown dataset {name!r}; choose one of {DATASETS}")
+    return source_root(root, project_dir) / _LOADERS[name][0]
+
+
 def carve_dev_split(catalog: Catalog, fraction: float, seed: int) -> Catalog:
     """Move a seeded random ``fraction`` of the train queries into a ``dev`` split (test untouched)."""
     train = sorted(q.id for q in catalog.queries if q.split == "train")
@@ -52,8 +59,8 @@ def load_dataset(name_or_path: str, *, root: str | Path | None = None, beir: Map
     """
     beir = dict(beir or {})
     if name_or_path in _LOADERS:
-        folder_name, loader = _LOADERS[name_or_path]
-        folder = source_root(root, project_dir) / folder_name
+        loader = _LOADERS[name_or_path][1]
+        folder = source_folder(name_or_path, root, project_dir)
         if not folder.is_dir():
             raise CatalogError(f"dataset {name_or_path!r}: source folder {folder} not found "
                                "(set params.yaml source.root or TOOLRET_DATA_SOURCE)")

@@ -53,7 +53,7 @@ class TransformersConfig:
     dtype: str = "auto"  # "auto" (fp32 on CPU, bf16 on CUDA) | "float32" | "bfloat16" | "float16"
     batch_size: int = 32  # rows (samples) per forward pass
     max_batch_tokens: int | None = None  # optional cap on rows * (prompt_len + max_new_tokens)
-    num_threads: int | None = None  # torch intra-op threads; None = CPUs available to this process
+    num_threads: int | None = None  # torch threads; None = $TOOLRET_LLM_THREADS or the CPUs available
     max_prompt_tokens: int = 2048  # longer prompts are cut from the LEFT (keeps the instruction end)
     progress: bool = True  # tqdm bar over batches
     min_shared_prefix: int = 8  # prefill a common token prefix once per batch when at least this long
@@ -89,8 +89,11 @@ class TransformersGenerator:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        if config.num_threads is not None:
-            torch.set_num_threads(config.num_threads)
+        env_threads = os.environ.get("TOOLRET_LLM_THREADS")
+        if config.num_threads is not None or env_threads:
+            # On an oversubscribed machine (load > cores) 1 thread is several times faster than 2:
+            # OpenMP threads spin-wait for each other. Thread count can change float rounding.
+            torch.set_num_threads(config.num_threads or int(env_threads))
         elif not torch.cuda.is_available():
             n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
             if torch.get_num_threads() != n:
@@ -141,12 +144,10 @@ class TransformersGenerator:
     def iter_generate(self, requests: Sequence[SampleRequest], params: SamplingParams) -> Iterator[list[tuple[int, Generation]]]:
         from tqdm.auto import tqdm
 
-        rendered: dict[int, str] = {}
         items = []  # (pos, ids, prompt_hash, sample_index, seed)
         enc_cache: dict[str, tuple[list[int], str]] = {}
         for pos, req in enumerate(requests):
             text = self.render(req.prompt)
-            rendered[pos] = text
             if text not in enc_cache:
                 enc_cache[text] = (self._encode(text), sha256_text(text))
             ids, ph = enc_cache[text]

@@ -23,10 +23,10 @@ class FinetuneConfig:
     docs: str = "original"
     epochs: int = 1
     batch_size: int = 32
-    lr: float = 5e-5
+    lr: float = 1e-4
     warmup_ratio: float = 0.1
-    max_seq_length: int = 128
-    max_train_pairs: int = 0     # 0 = all (query, gold tool) pairs
+    max_seq_length: int = 64
+    max_train_pairs: int = 4800  # 0 = all (query, gold tool) pairs
     seed: int = 13
     device: str = "cpu"
 
@@ -50,7 +50,7 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
     """
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments, losses
-    from sentence_transformers.training_args import BatchSamplers
+    from sentence_transformers.sentence_transformer.training_args import BatchSamplers
 
     from toolret.retrieval.models import load_sentence_transformer
 

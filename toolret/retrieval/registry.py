@@ -41,16 +41,23 @@ def finetuned_model_dir(dataset: str) -> Path:
 
 
 def _dense_ft(catalog: Catalog, params: dict[str, Any], model: str | None) -> Retriever:
+    """``model`` is the fine-tune artifact directory (holding ``model/`` and ``finetune.json``); it is
+    trained on the catalog's train split when absent, never modified when present."""
     from toolret.retrieval.dense import DenseRetriever
 
     folder = Path(model) if model else finetuned_model_dir(catalog.name)
     if not (folder / "model").is_dir():
+        if model:
+            raise CatalogError(f"dense-ft: {folder} is not a fine-tune artifact (no model/ inside)")
         if not catalog.split("train"):
             raise CatalogError(f"dense-ft: dataset {catalog.name!r} has no training split to fine-tune on")
         from toolret.retrieval.finetune import finetune
 
         finetune(catalog, folder, finetune_config(params))
-    retriever = DenseRetriever(_dense_config(params, str(folder / "model")))
+    from dataclasses import replace
+
+    config = replace(_dense_config(params, str(folder / "model")), max_seq_length=finetune_config(params).max_seq_length)
+    retriever = DenseRetriever(config)
     retriever.name = "dense-ft"
     return retriever
 

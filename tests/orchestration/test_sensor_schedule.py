@@ -1,0 +1,79 @@
+"""The raw-data sensor (cursor of source fingerprints) and the retraining schedule."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import dagster as dg
+import yaml
+
+from orch_helpers import REPO
+
+from dagster_project.definitions import build_definitions
+from dagster_project.sensors import dataset_sources, fingerprint
+
+
+def _project(tmp_path: Path) -> tuple[Path, Path]:
+    from make_fixture import write_fixture_catalog
+
+    source = write_fixture_catalog(tmp_path / "sources" / "fixture")
+    other = write_fixture_catalog(tmp_path / "sources" / "other", n_tools=5, n_train=0, n_test=3)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "dvc.yaml").write_text((REPO / "dvc.yaml").read_text())
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params.update(datasets=["fixture", "other"], finetune_datasets=[], methods=["bm25"],
+                  source={"root": str(tmp_path / "sources"), "beir": {"fixture": str(source), "other": str(other)}})
+    (project / "params.yaml").write_text(yaml.safe_dump(params))
+    return project, source
+
+
+def test_sensor_requests_catalog_runs_for_changed_sources(tmp_path: Path) -> None:
+    project, source = _project(tmp_path)
+    defs = build_definitions(project)
+    sensor = defs.resolve_sensor_def("raw_data_sensor")
+    instance = dg.DagsterInstance.ephemeral()
+
+    first = sensor(dg.build_sensor_context(instance=instance, cursor=None))
+    assert not first.run_requests  # baseline only
+    assert set(json.loads(first.cursor)) == {"fixture", "other"}
+
+    again = sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor))
+    assert not again.run_requests and again.cursor == first.cursor
+
+    corpus = source / "corpus.jsonl"
+    corpus.write_text(corpus.read_text() + "\n")
+    st = corpus.stat()
+    os.utime(corpus, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    changed = sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor))
+    (request,) = changed.run_requests
+    assert request.asset_selection == [dg.AssetKey(["catalog", "fixture"])]
+    assert request.run_config == {"ops": {"dvc__catalog__fixture": {"config": {"force": True}}}}
+    assert request.run_key.startswith("fixture:")
+    job = defs.resolve_implicit_global_asset_job_def()
+    assert dg.validate_run_config(job, request.run_config)  # the config the asset accepts
+    assert json.loads(changed.cursor)["fixture"] != json.loads(first.cursor)["fixture"]
+
+
+def test_dataset_sources_of_the_real_params() -> None:
+    sources = dataset_sources(REPO, ["toollens", "mtrb-restbench", "toolbench-g1-tool"])
+    assert sources["toollens"].name == "toollens"
+    assert sources["mtrb-restbench"].name == "mtrb"
+    assert sources["toolbench-g1-tool"].name == "toolbench-stabletoolbench"
+    if sources["toollens"].is_dir():
+        assert fingerprint(sources["toollens"]) == fingerprint(sources["toollens"])
+    assert fingerprint(REPO / "does-not-exist") is None
+
+
+def test_weekly_schedule_targets_training_and_evaluation() -> None:
+    defs = build_definitions(REPO)
+    schedule = defs.resolve_schedule_def("weekly_retrain")
+    assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+    assert schedule.cron_schedule == "0 3 * * 1"
+    job = defs.resolve_job_def(schedule.job_name)
+    keys = job.asset_layer.selected_asset_keys
+    groups = {k.path[0] for k in keys}
+    assert {"index", "evaluate", "report"} <= groups
+    assert not groups & {"catalog", "clean"}

@@ -1,0 +1,131 @@
+"""Re-Invoke's generated data as versioned artifacts (DVC outputs).
+
+- ``data/reinvoke/<ds>/synthetic_queries.jsonl``: one line per (tool, sample):
+  ``{"tool_id", "sample_index", "query", "status", "raw", "finish_reason", "n_tokens", "doc_sha"}``
+- ``data/reinvoke/<ds>/intents.jsonl``: one line per test query:
+  ``{"query_id", "text", "intents", "status", "fallback", "raw", "finish_reason", "n_tokens"}``
+- ``data/reinvoke/<ds>/hyde.jsonl``: one line per test query: ``{"query_id", "text", "document", ...}``
+
+Each file has a ``<name>.meta.json`` sidecar (config, model id + revision, prompt versions, parse-status
+counts, generation/cached counts, seconds). Files are written atomically (``toolret.atomic``): a killed
+run leaves the previous artifact; its finished generations are already in the LLM JSONL cache
+(``data/llm_cache/reinvoke/<ds>.jsonl``, outside DVC's outputs so ``dvc repro`` never deletes it), so the
+re-run only generates what is missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from toolret.atomic import atomic_path, write_json
+from toolret.catalog.model import Catalog, CatalogError
+from toolret.methods.reinvoke.config import ReInvokeConfig
+from toolret.methods.reinvoke.generation import (
+    LazyLLM,
+    extract_intents,
+    generate_synthetic_queries,
+    hyde_documents,
+    llm_cache_path,
+    prompt_versions,
+    status_counts,
+)
+
+
+def doc_sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def meta_path(path: str | Path) -> Path:
+    path = Path(path)
+    return path.with_name(path.name.removesuffix(".jsonl") + ".meta.json")
+
+
+def write_jsonl(path: str | Path, records: Sequence[dict[str, Any]], meta: dict[str, Any] | None = None) -> Path:
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    if meta is not None:
+        write_json(meta_path(path), meta)
+    return path
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    path = Path(path)
+    if not path.is_file():
+        raise CatalogError(f"{path}: artifact not found (run the Re-Invoke generation stage first)")
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _meta(kind: str, catalog: Catalog, cfg: ReInvokeConfig, llm: LazyLLM, records, seconds: float,
+          extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"kind": kind, "dataset": catalog.name, "config": cfg.to_dict(), "llm": llm.describe(),
+            "prompt_versions": prompt_versions(), "counts": status_counts(records),
+            "llm_calls": llm.stats, "seconds": round(seconds, 1), **(extra or {})}
+
+
+def build_synthetic_queries(catalog: Catalog, cfg: ReInvokeConfig, out: str | Path | None = None,
+                            docs: str = "original", llm: LazyLLM | None = None) -> tuple[list[dict], dict]:
+    """Generate ``cfg.generate_queries`` synthetic queries for every tool of ``catalog``."""
+    llm = llm or LazyLLM(cfg, llm_cache_path(cfg, catalog.name))
+    documents = catalog.docs(docs)
+    t0 = time.perf_counter()
+    records = generate_synthetic_queries(llm, catalog.tool_ids, documents, cfg)
+    shas = {t: doc_sha(d) for t, d in zip(catalog.tool_ids, documents)}
+    for r in records:
+        r["doc_sha"] = shas[r["tool_id"]]
+    meta = _meta("synthetic_queries", catalog, cfg, llm, records, time.perf_counter() - t0,
+                 {"docs": docs, "n_tools": len(documents)})
+    if out is not None:
+        write_jsonl(out, records, meta)
+    return records, meta
+
+
+def build_intents(catalog: Catalog, cfg: ReInvokeConfig, out: str | Path | None = None, split: str = "test",
+                  llm: LazyLLM | None = None) -> tuple[list[dict], dict]:
+    """Extract the intents of every judged query of ``split``."""
+    llm = llm or LazyLLM(cfg, llm_cache_path(cfg, catalog.name))
+    queries = catalog.split(split)
+    t0 = time.perf_counter()
+    records = extract_intents(llm, [q.text for q in queries], cfg, [q.id for q in queries])
+    meta = _meta("intents", catalog, cfg, llm, records, time.perf_counter() - t0, {"split": split})
+    meta["mean_intents"] = sum(len(r["intents"]) for r in records) / max(1, len(records))
+    if out is not None:
+        write_jsonl(out, records, meta)
+    return records, meta
+
+
+def build_hyde(catalog: Catalog, cfg: ReInvokeConfig, out: str | Path | None = None, split: str = "test",
+               llm: LazyLLM | None = None) -> tuple[list[dict], dict]:
+    llm = llm or LazyLLM(cfg, llm_cache_path(cfg, catalog.name))
+    queries = catalog.split(split)
+    t0 = time.perf_counter()
+    records = hyde_documents(llm, [q.text for q in queries], cfg, [q.id for q in queries])
+    meta = _meta("hyde", catalog, cfg, llm, records, time.perf_counter() - t0, {"split": split})
+    if out is not None:
+        write_jsonl(out, records, meta)
+    return records, meta
+
+
+def check_synthetic_records(records: Sequence[dict], tool_ids: Sequence[str], documents: Sequence[str] | None,
+                            n: int) -> None:
+    """Refuse an artifact that does not cover the catalogue (or was generated from other documents)."""
+    have: dict[str, int] = {}
+    shas: dict[str, str] = {}
+    for r in records:
+        have[r["tool_id"]] = max(have.get(r["tool_id"], 0), r["sample_index"] + 1)
+        if "doc_sha" in r:
+            shas[r["tool_id"]] = r["doc_sha"]
+    short = [t for t in tool_ids if have.get(t, 0) < n]
+    if short:
+        raise CatalogError(f"synthetic-query artifact has fewer than {n} samples for {len(short)} tools "
+                           f"(first {short[0]!r}); regenerate with generate_queries >= {n}")
+    if documents is not None and shas:
+        changed = [t for t, d in zip(tool_ids, documents) if t in shas and shas[t] != doc_sha(d)]
+        if changed:
+            raise CatalogError(f"synthetic-query artifact was generated from other documents for {len(changed)} "
+                               f"tools (first {changed[0]!r})")

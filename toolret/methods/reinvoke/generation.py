@@ -1,0 +1,215 @@
+"""The LLM side of Re-Invoke: synthetic queries (index time), intents and HyDE documents (query time).
+
+All generation goes through ``toolret.llm.cache.CachedGenerator`` (one append-only JSONL file per
+dataset under ``data/llm_cache/reinvoke/``), so a killed run resumes and a second run generates
+nothing. Prompts and default decoding settings come from ``toolret.llm.prompts``; outputs are parsed
+with ``toolret.llm.parsing`` and every record keeps its parse status so the artifacts can be audited.
+
+Method-level fallbacks (counted in the returned records):
+- a synthetic query that does not parse is dropped (``query: null``);
+- an intent output that does not parse -> the raw user query is the only intent (``fallback: true``);
+- a HyDE output that does not parse -> the raw user query is searched instead (``fallback: true``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from toolret.methods.reinvoke.config import ReInvokeConfig
+
+
+def cache_group(dataset: str) -> str:
+    """Datasets sharing one tool catalogue share one cache file (all ToolBench groups -> ``toolbench``)."""
+    return "toolbench" if dataset.startswith("toolbench-") else dataset
+
+
+def llm_cache_path(cfg: ReInvokeConfig, dataset: str) -> Path:
+    from toolret.config import data_dir
+
+    root = Path(cfg.cache_dir) if cfg.cache_dir else data_dir() / "llm_cache" / "reinvoke"
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", cache_group(dataset)) or "dataset"
+    return root / f"{safe}.jsonl"
+
+
+class LazyLLM:
+    """A ``CachedGenerator`` over the local transformers backend, built on first use.
+
+    ``generator`` may be any ``toolret.llm.base.Generator`` (tests pass a fake one); it is wrapped in
+    the JSONL cache at ``cache_path`` unless it already is a ``CachedGenerator``.
+    """
+
+    def __init__(self, cfg: ReInvokeConfig, cache_path: str | Path, generator=None) -> None:
+        self.cfg = cfg
+        self.cache_path = Path(cache_path)
+        self._inner = generator
+        self._cached = None
+
+    @property
+    def generator(self):
+        if self._cached is None:
+            from toolret.llm.cache import CachedGenerator
+
+            inner = self._inner
+            if inner is None:
+                from toolret.llm.transformers_backend import TransformersConfig, TransformersGenerator
+
+                inner = TransformersGenerator(TransformersConfig(
+                    model=self.cfg.llm_model, device=self.cfg.llm_device, batch_size=self.cfg.llm_batch_size,
+                    num_threads=self.cfg.llm_num_threads))
+            self._cached = inner if isinstance(inner, CachedGenerator) else CachedGenerator(inner, self.cache_path)
+        return self._cached
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return dict(self._cached.stats) if self._cached is not None else {"hits": 0, "generated": 0}
+
+    def describe(self) -> dict[str, Any]:
+        g = self.generator
+        return {"model_id": g.model_id, "revision": g.revision, "cache": str(self.cache_path)}
+
+
+# ------------------------------------------------------------------ sampling settings
+def query_sampling(cfg: ReInvokeConfig):
+    from toolret.llm.prompts import QUERY_GEN_PARAMS
+
+    return dataclasses.replace(QUERY_GEN_PARAMS, n=cfg.generate_queries, max_new_tokens=cfg.query_max_new_tokens,
+                               temperature=cfg.temperature, top_p=cfg.top_p, seed=cfg.seed)
+
+
+def intent_sampling(cfg: ReInvokeConfig):
+    from toolret.llm.prompts import INTENT_PARAMS
+
+    return dataclasses.replace(INTENT_PARAMS, max_new_tokens=cfg.intent_max_new_tokens)
+
+
+def hyde_sampling(cfg: ReInvokeConfig):
+    from toolret.llm.prompts import HYDE_PARAMS
+
+    return dataclasses.replace(HYDE_PARAMS, max_new_tokens=cfg.hyde_max_new_tokens)
+
+
+def prompt_versions() -> dict[str, str]:
+    from toolret.llm.prompts import PROMPT_VERSIONS
+
+    return dict(PROMPT_VERSIONS)
+
+
+# ------------------------------------------------------------------ query generator
+def generate_synthetic_queries(llm: LazyLLM, tool_ids: Sequence[str], documents: Sequence[str],
+                               cfg: ReInvokeConfig) -> list[dict[str, Any]]:
+    """``cfg.generate_queries`` samples per tool -> one record per (tool, sample).
+
+    Record: ``tool_id, sample_index, query (None if unparsable), status, raw, finish_reason, n_tokens``.
+    """
+    from toolret.llm.base import generate_generations
+    from toolret.llm.parsing import parse_single
+    from toolret.llm.prompts import query_generation_prompt
+
+    if len(tool_ids) != len(documents):
+        raise ValueError("tool_ids and documents differ in length")
+    params = query_sampling(cfg)
+    gens = generate_generations(llm.generator, [query_generation_prompt(d) for d in documents], params)
+    records = []
+    for i, tid in enumerate(tool_ids):
+        for j in range(params.n):
+            g = gens[i * params.n + j]
+            parsed = parse_single(g.text, finish_reason=g.finish_reason)
+            records.append({"tool_id": tid, "sample_index": j, "query": parsed.items[0] if parsed.ok else None,
+                            "status": parsed.status, "raw": g.text, "finish_reason": g.finish_reason,
+                            "n_tokens": g.n_tokens})
+    return records
+
+
+def queries_by_tool(records: Sequence[dict[str, Any]], tool_ids: Sequence[str], n: int) -> list[list[str]]:
+    """The parsed queries of the first ``n`` samples of every tool (sample order; failures skipped)."""
+    by_tool: dict[str, list[tuple[int, str]]] = {t: [] for t in tool_ids}
+    for r in records:
+        if r["tool_id"] in by_tool and r["sample_index"] < n and r.get("query"):
+            by_tool[r["tool_id"]].append((r["sample_index"], r["query"]))
+    return [[q for _, q in sorted(by_tool[t])] for t in tool_ids]
+
+
+# ------------------------------------------------------------------ intent extractor
+_REFUSAL = re.compile(r"\b(?:I(?:'m| am) (?:sorry|unable|not able)|as an AI|I cannot|I can't)\b", re.IGNORECASE)
+
+
+def parse_intents(text: str | None, finish_reason: str | None, query: str, max_intents: int) -> dict[str, Any]:
+    """Parse one intent-extractor output; unparsable -> ``[query]`` with ``fallback: true``."""
+    from toolret.llm.parsing import parse_list
+
+    parsed = parse_list(text, finish_reason=finish_reason, max_items=max_intents)
+    # parse_list keeps a refusal line as an item when it is the only line; an intent never is one
+    items = [i for i in parsed.items if not _REFUSAL.search(i)]
+    if parsed.ok and items:
+        return {"intents": items, "status": parsed.status, "fallback": False}
+    return {"intents": [query], "status": parsed.status if not parsed.ok else "malformed", "fallback": True}
+
+
+def extract_intents(llm: LazyLLM, texts: Sequence[str], cfg: ReInvokeConfig,
+                    query_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    from toolret.llm.base import generate_generations
+    from toolret.llm.prompts import intent_extraction_prompt
+
+    gens = generate_generations(llm.generator, [intent_extraction_prompt(t) for t in texts], intent_sampling(cfg))
+    out = []
+    for i, (text, g) in enumerate(zip(texts, gens)):
+        rec = {"query_id": query_ids[i] if query_ids is not None else str(i), "text": text}
+        rec.update(parse_intents(g.text, g.finish_reason, text, cfg.max_intents))
+        rec.update({"raw": g.text, "finish_reason": g.finish_reason, "n_tokens": g.n_tokens})
+        out.append(rec)
+    return out
+
+
+# ------------------------------------------------------------------ HyDE
+def hyde_text(text: str | None, finish_reason: str | None, query: str) -> dict[str, Any]:
+    """A hypothetical tool document: ``name: description`` if the output is the asked-for JSON object,
+    else the cleaned free text; unusable -> the raw query (``fallback: true``)."""
+    from toolret.llm.parsing import parse_text
+
+    parsed = parse_text(text, finish_reason=finish_reason)
+    if not parsed.ok:
+        return {"document": query, "status": parsed.status, "fallback": True}
+    doc = parsed.items[0]
+    m = re.search(r"\{.*\}", doc, re.DOTALL)
+    if m:
+        try:
+            obj = json.loads(m.group(0))
+            if isinstance(obj, dict) and (obj.get("name") or obj.get("description")):
+                doc = ": ".join(str(obj[k]).strip() for k in ("name", "description") if obj.get(k))
+                return {"document": doc, "status": parsed.status, "fallback": False}
+        except ValueError:
+            pass
+    return {"document": doc, "status": "fallback" if parsed.status == "ok" else parsed.status, "fallback": False}
+
+
+def hyde_documents(llm: LazyLLM, texts: Sequence[str], cfg: ReInvokeConfig,
+                   query_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    from toolret.llm.base import generate_generations
+    from toolret.llm.prompts import hyde_prompt
+
+    gens = generate_generations(llm.generator, [hyde_prompt(t) for t in texts], hyde_sampling(cfg))
+    out = []
+    for i, (text, g) in enumerate(zip(texts, gens)):
+        rec = {"query_id": query_ids[i] if query_ids is not None else str(i), "text": text}
+        rec.update(hyde_text(g.text, g.finish_reason, text))
+        rec.update({"raw": g.text, "finish_reason": g.finish_reason, "n_tokens": g.n_tokens})
+        out.append(rec)
+    return out
+
+
+def status_counts(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Parse-status counts (+ fallbacks, failed queries, truncations) of a list of records."""
+    c = Counter(r.get("status") for r in records)
+    out: dict[str, Any] = {"n": len(records), "status": dict(sorted(c.items()))}
+    if records and "fallback" in records[0]:
+        out["fallback"] = sum(1 for r in records if r.get("fallback"))
+    if records and "query" in records[0]:
+        out["failed"] = sum(1 for r in records if not r.get("query"))
+    out["hit_max_new_tokens"] = sum(1 for r in records if r.get("finish_reason") == "length")
+    return out

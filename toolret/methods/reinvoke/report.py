@@ -1,0 +1,145 @@
+"""The Re-Invoke ablation report (``docs/reinvoke_ablations.md``): our numbers next to the paper's.
+
+Reads ``<runs>/<ds>/reinvoke-ablations/summary.json`` (written by :mod:`experiment`) and the method
+JSONs, and writes a markdown file with one table per dataset plus a fenced JSON block holding every
+number shown (so the report is both readable and machine-checkable).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from toolret.atomic import write_text
+
+# Paper Table 3 (dense, Vertex AI gecko + text-bison), nDCG@5 on ToolE. MTRB-MetaTool is built from
+# MetaTool/ToolE (single-tool); MTRB-RestBench is multi-tool, so it is compared with ToolE multi-tool.
+PAPER_TABLE3 = {
+    "single-tool": {"baseline": 0.6522, "qgen": 0.7813, "intent": 0.6756, "qgen_intent": 0.7821,
+                    "qgen_synthetic_only": 0.7535, "qgen_n1": 0.7388, "qgen_n5": 0.7777, "qgen_max": 0.7716},
+    "multi-tool": {"baseline": 0.5296, "qgen": 0.6906, "intent": 0.6258, "qgen_intent": 0.7231,
+                   "qgen_synthetic_only": 0.6814, "qgen_n1": 0.6503, "qgen_n5": 0.6724, "qgen_max": 0.6333},
+}
+# Paper Table 1, sparse rows (BM25 and Re-Invoke w/ BM25, text-bison), ToolE.
+PAPER_BM25 = {"single-tool": {"bm25_baseline": 0.3735, "bm25_qgen_intent": 0.5971},
+              "multi-tool": {"bm25_baseline": 0.2635, "bm25_qgen_intent": 0.5637}}
+PAPER_HYDE = {"single-tool": 0.6558, "multi-tool": 0.4910}
+DATASET_KIND = {"mtrb-metatool": "single-tool", "mtrb-restbench": "multi-tool", "toollens": "multi-tool"}
+
+ROWS = [
+    ("baseline", "(a) Baseline (dense)"),
+    ("qgen", "(a) + Query generator"),
+    ("intent", "(a) + Intent extractor"),
+    ("qgen_intent", "(a) + Both = Re-Invoke"),
+    ("qgen_synthetic_only", "(b) Synthetic query only"),
+    ("qgen", "(b) Appending query to doc"),
+    ("qgen_n1", "(c) 1 synthetic query"),
+    ("qgen_n5", "(c) 5 synthetic queries"),
+    ("qgen", "(c) 10 synthetic queries"),
+    ("qgen_max", "(d) Max aggregation"),
+    ("qgen", "(d) Mean aggregation"),
+    ("bm25_baseline", "BM25"),
+    ("bm25_qgen", "BM25 + Query generator"),
+    ("bm25_intent", "BM25 + Intent extractor"),
+    ("bm25_qgen_intent", "Re-Invoke w/ BM25"),
+]
+METRICS = ("ndcg@5", "recall@5", "comp@5")
+
+
+def _cell(metrics: dict, ci: dict, m: str) -> str:
+    if m not in metrics:
+        return "-"
+    lo, hi = ci.get(m, [float("nan")] * 2)
+    return f"{metrics[m]:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def _paper(kind: str | None, key: str) -> float | None:
+    if kind is None:
+        return None
+    return PAPER_TABLE3.get(kind, {}).get(key) or PAPER_BM25.get(kind, {}).get(key)
+
+
+def dataset_section(runs: Path, ds: str) -> tuple[str, dict[str, Any]]:
+    summary = json.loads((runs / ds / "reinvoke-ablations" / "summary.json").read_text(encoding="utf-8"))
+    kind = DATASET_KIND.get(ds)
+    abl = summary["ablations"]
+    lines = [f"### {ds} ({kind or 'n/a'}; {summary.get('n_queries', '')}paper column: ToolE {kind})", ""]
+    lines[0] = f"### {ds} — compared with the paper's ToolE {kind} column" if kind else f"### {ds}"
+    lines += ["| Table 3 row | nDCG@5 [95% CI] | Recall@5 [95% CI] | COMP@5 [95% CI] | Δ nDCG@5 vs baseline (rel.) | p (paired) | paper nDCG@5 | paper Δ (rel.) |",
+              "|---|---|---|---|---|---|---|---|"]
+    for key, label in ROWS:
+        if key not in abl:
+            continue
+        a = abl[key]
+        base = "bm25_baseline" if key.startswith("bm25") else "baseline"
+        b = abl.get(base, {}).get("metrics", {})
+        delta = p = "-"
+        if key != base and b:
+            d = a["metrics"]["ndcg@5"] - b["ndcg@5"]
+            rel = d / b["ndcg@5"] if b["ndcg@5"] else float("nan")
+            delta = f"{d:+.3f} ({rel:+.0%})"
+            p = f"{a.get('vs_baseline', {}).get('ndcg@5', {}).get('p_value', float('nan')):.3f}"
+        pv = _paper(kind, key)
+        pb = _paper(kind, base)
+        paper_delta = f"{(pv - pb) / pb:+.0%}" if pv is not None and pb and key != base else "-"
+        lines.append(f"| {label} | " + " | ".join(_cell(a["metrics"], a["ci95"], m) for m in METRICS)
+                     + f" | {delta} | {p} | {pv if pv is not None else '-'} | {paper_delta} |")
+    hyde = summary.get("methods", {}).get("hyde", {}).get("original")
+    if hyde:
+        b = abl.get("baseline", {}).get("metrics", {})
+        d = hyde["metrics"]["ndcg@5"] - b.get("ndcg@5", float("nan"))
+        rel = d / b["ndcg@5"] if b.get("ndcg@5") else float("nan")
+        ph, pb = (PAPER_HYDE.get(kind), PAPER_TABLE3.get(kind, {}).get("baseline")) if kind else (None, None)
+        lines.append(f"| HyDE (dense) | " + " | ".join(_cell(hyde["metrics"], hyde["ci95"], m) for m in METRICS)
+                     + f" | {d:+.3f} ({rel:+.0%}) | - | {ph if ph else '-'} | "
+                     + (f"{(ph - pb) / pb:+.0%}" if ph and pb else "-") + " |")
+    lines.append("")
+    rt = summary.get("round_trip")
+    if rt and rt.get("n_queries"):
+        lines.append(f"Round-trip consistency (dense, plain documents, {rt['n_queries']} parsed synthetic queries): "
+                     f"recall@1 {rt['recall@1']:.3f}, recall@5 {rt['recall@5']:.3f}, recall@10 {rt['recall@10']:.3f} "
+                     "(paper Table 4, ToolE: recall@5 0.913, recall@10 0.946).")
+    sq, it = summary.get("synthetic_queries"), summary.get("intents")
+    if sq:
+        lines.append(f"Synthetic queries: {sq['n']} samples, unparsable {sq.get('failed', 0)}, "
+                     f"hit max_new_tokens {sq.get('hit_max_new_tokens', 0)}; parse statuses {sq['status']}.")
+    if it:
+        lines.append(f"Intents: {it['n']} queries, {it.get('mean_intents', 0):.2f} intents/query on average, "
+                     f"fallback to the raw query {it.get('fallback', 0)}; parse statuses {it['status']}.")
+    lines.append("")
+    data = {"kind": kind, "ablations": {k: {"metrics": {m: v["metrics"].get(m) for m in METRICS},
+                                            "ci95": {m: v["ci95"].get(m) for m in METRICS},
+                                            "vs_baseline": v.get("vs_baseline"), "overrides": v["overrides"]}
+                                        for k, v in abl.items()},
+            "hyde": hyde, "round_trip": rt, "synthetic_queries": sq, "intents": it, "config": summary.get("config")}
+    return "\n".join(lines), data
+
+
+def write_report(runs: Path, datasets: Sequence[str], out: Path, notes: str | None = None) -> Path:
+    sections, data = [], {}
+    for ds in datasets:
+        if not (runs / ds / "reinvoke-ablations" / "summary.json").is_file():
+            continue
+        text, d = dataset_section(runs, ds)
+        sections.append(text)
+        data[ds] = d
+    head = [
+        "# Re-Invoke ablations (paper Table 3) on our datasets",
+        "",
+        "Generated by `toolret reinvoke report` from `data/runs/<ds>/reinvoke-ablations/summary.json`; "
+        "do not edit the tables by hand. Backbone: all-MiniLM-L6-v2 (dense) / bm25s (sparse); LLM: "
+        "SmolLM2-135M-Instruct (Q4_1 dequantised to fp32) for query generation, intent extraction and HyDE. "
+        "CIs: percentile bootstrap over queries (1000 resamples); p: paired randomization test of nDCG@5 "
+        "against the row's baseline (dense or BM25). Paper columns: Re-Invoke Table 3 (ToolE, Vertex AI "
+        "gecko embeddings + text-bison); the paper's headline gains are +20% (single-tool) and +39% "
+        "(multi-tool) relative nDCG@5 (Table 3 itself gives +19.9% and +36.5% for the full method vs dense).",
+        "",
+    ]
+    body = "\n".join(head + sections)
+    if notes:
+        body += "\n" + Path(notes).read_text(encoding="utf-8")
+    body += "\n## All numbers (JSON)\n\n```json\n" + json.dumps(data, indent=1) + "\n```\n"
+    write_text(out, body)
+    return out
