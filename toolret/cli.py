@@ -139,6 +139,26 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
                       "metrics": {m: round(v, 4) for m, v in result["metrics"].items()}, "output": str(out)}, indent=1))
 
 
+def cmd_report(args: argparse.Namespace) -> None:
+    """Markdown comparison tables (mean [CI], paired test vs the strongest baseline) for every dataset."""
+    from toolret.atomic import write_text
+    from toolret.tracking.comparison import compare_results, headline_metrics
+
+    runs = Path(args.runs)
+    sections = []
+    for dataset_dir in sorted(p for p in runs.iterdir() if p.is_dir()):
+        paths = sorted(dataset_dir.glob("*/*.json"))
+        if not paths:
+            continue
+        first = json.loads(paths[0].read_text(encoding="utf-8"))
+        metrics = headline_metrics(sorted(first["metrics"]), k=args.k)
+        sections.append(compare_results(dataset_dir.name, paths, metrics=metrics).markdown())
+    text = "\n".join(sections)
+    if args.out:
+        write_text(args.out, text)
+    print(text)
+
+
 def cmd_datasets(args: argparse.Namespace) -> None:
     from toolret.catalog.registry import DATASETS
     from toolret.retrieval.registry import available_methods
@@ -189,6 +209,16 @@ def build_parser() -> argparse.ArgumentParser:
                     "(default data/models/<dataset>/dense-ft, trained if absent)")
     ev.add_argument("--output", required=True)
     ev.set_defaults(func=cmd_evaluate)
+
+    from toolret.methods.reinvoke.cli import add_subcommands as add_reinvoke
+
+    add_reinvoke(sub)
+
+    r = sub.add_parser("report", help="markdown comparison tables of every evaluated dataset")
+    r.add_argument("--runs", default="data/runs")
+    r.add_argument("--k", type=int, default=5)
+    r.add_argument("--out")
+    r.set_defaults(func=cmd_report)
 
     d = sub.add_parser("datasets", help="list dataset and method names")
     d.set_defaults(func=cmd_datasets)

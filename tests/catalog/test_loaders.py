@@ -72,3 +72,12 @@ def test_modified_source_file_fails_checksum(tmp_path: Path):
     target.write_bytes(target.read_bytes().replace(b"URLs", b"URIs", 1))
     with pytest.raises(CatalogError, match=r"mtr_metatool_test\.json.*does not match MANIFEST"):
         load_dataset("mtrb-metatool", root=tmp_path)
+
+
+def test_toolbench_ids_survive_a_save_load_round_trip(tmp_path: Path):
+    from toolret.catalog.io import load_catalog, save_catalog
+
+    c = load_dataset("toolbench-g1-instruction")
+    assert all(t.id == t.id.strip() for t in c.tools)  # the source has tool names with a leading space
+    again = load_catalog(save_catalog(c, tmp_path / "tb"))
+    assert again.tool_ids == c.tool_ids and again.qrels == c.qrels

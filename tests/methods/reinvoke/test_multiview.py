@@ -44,3 +44,9 @@ def test_single_intent_is_the_plain_similarity_ranking_and_scores_decrease():
 def test_exact_similarity_ties_are_deterministic():
     s = np.array([[0.5, 0.5, 0.1], [0.5, 0.2, 0.5]])
     assert [c.tool for c in multiview_rank(s, 3)] == [0, 1, 2]  # tool index breaks ties inside an intent
+
+
+def test_tiebreak_orders_exactly_equal_similarities():
+    s = np.array([[0.0, 0.0, 0.0, 0.7]])
+    tie = np.array([[3, 1, 2, 0]])  # e.g. the backbone returned tools 3, 1, 2, 0
+    assert [c.tool for c in multiview_rank(s, 4, tie)] == [3, 1, 2, 0]

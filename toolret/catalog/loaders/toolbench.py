@@ -33,7 +33,8 @@ def api_document(api: dict) -> str:
 
 
 def tool_key(tool_name: str, api_name: str) -> str:
-    return f"{tool_name}::{api_name}"
+    """Stable API id; names are stripped (ToolBench has e.g. ``" Forward & Reverse Geocoding ..."``)."""
+    return f"{tool_name.strip()}::{api_name.strip()}"
 
 
 def load_toolbench_group(folder: Path, group: str) -> Catalog:
@@ -52,8 +53,8 @@ def load_toolbench_group(folder: Path, group: str) -> Catalog:
                 where = f"{path}[{i}].api_list[{j}]"
                 key = tool_key(require_text(api, "tool_name", where), require_text(api, "api_name", where))
                 if key not in tools:
-                    tools[key] = Tool(id=key, name=api["api_name"], docs={"original": api_document(api)},
-                                      tool=api["tool_name"], category=api.get("category_name"),
+                    tools[key] = Tool(id=key, name=api["api_name"].strip(), docs={"original": api_document(api)},
+                                      tool=api["tool_name"].strip(), category=api.get("category_name"),
                                       metadata={"method": api.get("method")})
         if g == group:
             group_rows = (path, rows)

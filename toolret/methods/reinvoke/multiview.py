@@ -6,7 +6,8 @@ any intent's second tool, and within the same rank the more similar (intent, too
 A tool proposed by several intents keeps its first (best) position; the first ``k`` distinct tools are
 the result. With a single intent this is the plain similarity ranking.
 
-Ties on (rank, similarity) are broken by intent order, then tool index, so the result is deterministic.
+Exact similarity ties inside one intent follow the backbone's own order (``tiebreak``) or tool index; ties
+on (rank, similarity) across intents are broken by intent order, so the result is deterministic.
 """
 
 from __future__ import annotations
@@ -25,13 +26,18 @@ class Candidate:
     intent: int  # which intent proposed it
 
 
-def multiview_rank(intent_scores: Sequence[Sequence[float]] | np.ndarray, k: int) -> list[Candidate]:
+def multiview_rank(intent_scores: Sequence[Sequence[float]] | np.ndarray, k: int,
+                   tiebreak: np.ndarray | None = None) -> list[Candidate]:
     """The multi-view top-``k`` tools of one user query.
 
     Args:
         intent_scores: ``[n_intents, n_tools]`` similarity of every intent to every tool
             (higher = more similar; ``-inf`` = never retrieve).
         k: how many distinct tools to return.
+        tiebreak: optional ``[n_intents, n_tools]`` secondary key (lower first) for tools with EXACTLY
+            equal similarity within one intent, e.g. the backbone's own result order, so that with one
+            intent and no expansion the ranking is the backbone's ranking (BM25 gives many exact ties,
+            e.g. all-zero scores); default: tool index.
 
     Returns:
         up to ``k`` :class:`Candidate` (distinct tools) in final order.
@@ -50,9 +56,10 @@ def multiview_rank(intent_scores: Sequence[Sequence[float]] | np.ndarray, k: int
         return []
     depth = k  # one intent alone yields k distinct tools within its top-k, so deeper ranks never reach the top-k
     candidates: list[tuple[int, float, int, int]] = []  # (rank, -similarity, intent, tool)
+    tie = np.zeros_like(scores) if tiebreak is None else np.asarray(tiebreak, dtype=np.float64)
     for i in range(n_intents):
         row = scores[i]
-        order = np.lexsort((np.arange(n_tools), -row))[:depth]  # similarity desc, tool index asc
+        order = np.lexsort((np.arange(n_tools), tie[i], -row))[:depth]  # similarity desc, tiebreak, tool index
         for r, t in enumerate(order):
             if np.isfinite(row[t]):
                 candidates.append((r, -float(row[t]), i, int(t)))

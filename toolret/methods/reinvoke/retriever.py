@@ -48,13 +48,24 @@ class MemoEncoder:
         return np.stack([self._memo[t] for t in texts]).astype(np.float32)
 
 
-def scatter_ranking(ranking: Ranking, n_cols: int, fill: float) -> np.ndarray:
-    """``[n_queries, n_cols]`` score matrix from a (possibly partial) ranking."""
+def scatter_ranking(ranking: Ranking, n_cols: int, fill: float) -> tuple[np.ndarray, np.ndarray]:
+    """``[n_queries, n_cols]`` score matrix and result-position matrix from a (possibly partial) ranking
+    (absent columns: ``fill`` / position ``n_cols``)."""
     out = np.full((len(ranking.query_ids), n_cols), fill, dtype=np.float64)
-    rows = np.repeat(np.arange(ranking.indices.shape[0]), ranking.indices.shape[1])
+    pos = np.full((len(ranking.query_ids), n_cols), n_cols, dtype=np.int64)
+    n_rows, depth = ranking.indices.shape
+    rows = np.repeat(np.arange(n_rows), depth)
     cols = ranking.indices.reshape(-1)
     ok = cols >= 0
     out[rows[ok], cols[ok]] = ranking.scores.reshape(-1)[ok]
+    pos[rows[ok], cols[ok]] = np.tile(np.arange(depth), n_rows)[ok]
+    return out, pos
+
+
+def first_position(copy_pos: np.ndarray, owner: np.ndarray, n_tools: int) -> np.ndarray:
+    """Per tool, the best (lowest) backbone result position among its copies."""
+    out = np.full((copy_pos.shape[0], n_tools), copy_pos.shape[1], dtype=np.int64)
+    np.minimum.at(out.T, owner, copy_pos.T)
     return out
 
 
@@ -95,16 +106,22 @@ class _Backbone:
 
     def tool_scores(self, texts: Sequence[str]) -> np.ndarray:
         """``[len(texts), n_tools]`` similarity of each text to each tool."""
+        return self.tool_scores_and_order(texts)[0]
+
+    def tool_scores_and_order(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Similarities ``[len(texts), n_tools]`` and the backbone's result position of each tool's best
+        copy (the tie-break for exactly equal similarities)."""
         if not texts:
-            return np.zeros((0, self.n_tools))
+            return np.zeros((0, self.n_tools)), np.zeros((0, self.n_tools), dtype=np.int64)
         if self.kind == "bm25":
-            r = self._engine.search(texts, k=self.n_copies)
-            return aggregate_scores(scatter_ranking(r, self.n_copies, 0.0), self.owner, self.n_tools, self.aggregation)
+            scores, pos = scatter_ranking(self._engine.search(texts, k=self.n_copies), self.n_copies, 0.0)
+            return (aggregate_scores(scores, self.owner, self.n_tools, self.aggregation),
+                    first_position(pos, self.owner, self.n_tools))
         emb = self.encoder.encode(texts)
         if self.aggregation == "mean":
             return scatter_ranking(self._engine.search_embeddings(emb, self.n_tools), self.n_tools, -np.inf)
-        copies = scatter_ranking(self._engine.search_embeddings(emb, self.n_copies), self.n_copies, -np.inf)
-        return aggregate_scores(copies, self.owner, self.n_tools, "max")
+        scores, pos = scatter_ranking(self._engine.search_embeddings(emb, self.n_copies), self.n_copies, -np.inf)
+        return aggregate_scores(scores, self.owner, self.n_tools, "max"), first_position(pos, self.owner, self.n_tools)
 
 
 class ReInvokeRetriever:
@@ -180,12 +197,12 @@ class ReInvokeRetriever:
         intents = self.intents_for(queries)
         self.last_intents = intents
         flat = [i for group in intents for i in group]
-        scores = self._backbone.tool_scores(flat)
+        scores, order = self._backbone.tool_scores_and_order(flat)
         indices = np.full((len(queries), k), -1, dtype=np.int64)
         out_scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
         row = 0
         for q, group in enumerate(intents):
-            cands = multiview_rank(scores[row: row + len(group)], k)
+            cands = multiview_rank(scores[row: row + len(group)], k, order[row: row + len(group)])
             row += len(group)
             for j, c in enumerate(cands):
                 indices[q, j] = c.tool
@@ -234,8 +251,8 @@ class HydeRetriever:
     def search(self, queries: Sequence[str], k: int, query_ids: Sequence[str] | None = None) -> Ranking:
         qids = default_query_ids(len(queries), query_ids)
         k = min(k, len(self.tool_ids))
-        scores = self._backbone.tool_scores(self.hypothetical(queries))
-        order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+        scores, pos = self._backbone.tool_scores_and_order(self.hypothetical(queries))
+        order = np.lexsort((pos, -scores), axis=1)[:, :k]
         return Ranking(qids, self.tool_ids, order.astype(np.int64),
                        np.take_along_axis(scores, order, axis=1).astype(np.float32))
 
