@@ -55,7 +55,8 @@ def test_retriever_mean_vs_max_and_synthetic_only(bow_encoder):
     ids = ["a", "b"]
     docs = ["weather forecast", "movie search"]
     synth = _records({"a": ["rain tomorrow", "storm alert"], "b": ["film cast", "rain film"]})
-    r_mean = ReInvokeRetriever(ReInvokeConfig(intent_extractor=False, n_queries=2), synthetic=synth, encoder=bow_encoder)
+    r_mean = ReInvokeRetriever(ReInvokeConfig(intent_extractor=False, n_queries=2), synthetic=synth,
+                               encoder=bow_encoder)
     r_mean.index(ids, docs)
     emb = bow_encoder.encode(["Documentation: weather forecast Query: rain tomorrow",
                               "Documentation: weather forecast Query: storm alert",
@@ -68,7 +69,8 @@ def test_retriever_mean_vs_max_and_synthetic_only(bow_encoder):
     r_max = ReInvokeRetriever(ReInvokeConfig(intent_extractor=False, n_queries=2, aggregation="max"),
                               synthetic=synth, encoder=bow_encoder)
     r_max.index(ids, docs)
-    np.testing.assert_allclose(r_max._backbone.tool_scores(["rain film"])[0], [sims[:2].max(), sims[2:].max()], rtol=1e-5)
+    np.testing.assert_allclose(r_max._backbone.tool_scores(["rain film"])[0], [sims[:2].max(), sims[2:].max()],
+                               rtol=1e-5)
     r_syn = ReInvokeRetriever(ReInvokeConfig(intent_extractor=False, n_queries=1, expansion="synthetic_only"),
                               synthetic=synth, encoder=bow_encoder)
     r_syn.index(ids, docs)

@@ -64,3 +64,15 @@ def test_hyde_json_and_fallbacks(tmp_path, fake_generator_cls):
     recs = hyde_documents(LazyLLM(cfg, tmp_path / "c.jsonl", gen), ["a", "b", "c"], cfg)
     assert [r["document"] for r in recs] == ["WeatherTool: Forecasts for any city.", "A tool that books hotels.", "c"]
     assert [r["fallback"] for r in recs] == [False, False, True]
+
+
+def test_artifact_from_other_documents_is_regenerated_when_an_llm_is_available(tmp_path, fake_generator_cls,
+                                                                              bow_encoder):
+    from toolret.methods.reinvoke.artifacts import doc_sha
+
+    stale = [{"tool_id": t, "sample_index": 0, "query": "stale", "doc_sha": doc_sha("old text")} for t in ("w", "m")]
+    gen = fake_generator_cls(lambda prompt, j: "fresh query")
+    cfg = ReInvokeConfig(n_queries=1, intent_extractor=False)
+    r = ReInvokeRetriever(cfg, llm=LazyLLM(cfg, tmp_path / "c.jsonl", gen), synthetic=stale, encoder=bow_encoder)
+    r.index(["w", "m"], ["weather forecast", "movie search"])
+    assert gen.calls == 2 and {x["query"] for x in r._synthetic} == {"fresh query"}

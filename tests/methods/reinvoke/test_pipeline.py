@@ -53,6 +53,13 @@ def test_artifacts_evaluate_and_report(tmp_path, fixture_catalog_dir, fake_gener
     assert set(summary["ablations"]) == set(ablations)
     assert summary["ablations"]["qgen"]["vs_baseline"]["ndcg@5"]["baseline"] == "baseline"
     assert 0 <= summary["round_trip"]["recall@5"] <= 1 and summary["round_trip"]["n_queries"] == len(synth)
+    from toolret.methods.reinvoke.artifacts import load_matching
+
+    got = load_matching(art, cfg)
+    assert len(got["synthetic"]) == len(synth) and len(got["intents"]) == len(intents) and len(got["hyde"]) == len(hyde)
+    assert "synthetic" not in load_matching(art, cfg.replace(temperature=1.0))  # made with other settings
+    assert "synthetic" not in load_matching(art, cfg.replace(n_queries=3))  # too few samples per tool
+    assert "intents" in load_matching(art, cfg.replace(temperature=1.0))
     out = write_report(tmp_path / "runs", [catalog.name], tmp_path / "report.md")
     text = out.read_text()
     assert "(a) + Query generator" in text and "Round-trip consistency" in text and "```json" in text

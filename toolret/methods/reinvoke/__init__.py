@@ -34,9 +34,17 @@ def build(method: str, catalog, params: dict[str, Any], model: str | None = None
     cfg = ReInvokeConfig.from_params(params, dataset=catalog.name, backbone=backbone, **overrides)
     dense, bm25 = _backbone_configs(params, model)
     llm = LazyLLM(cfg, llm_cache_path(cfg, catalog.name))
+    # Artifacts of the DVC stages (e.g. after `dvc pull` on a clean clone) are used when they were made
+    # with the same generation settings and documents; anything missing goes through the cached LLM.
+    from toolret.config import data_dir
+    from toolret.methods.reinvoke.artifacts import load_matching
+
+    art = load_matching(data_dir() / "reinvoke" / catalog.name, cfg)
     if method.startswith("hyde"):
-        return HydeRetriever(cfg, dense_config=dense, bm25_config=bm25, llm=llm, name=method)
-    return ReInvokeRetriever(cfg, dense_config=dense, bm25_config=bm25, llm=llm, name=method)
+        return HydeRetriever(cfg, dense_config=dense, bm25_config=bm25, llm=llm, documents=art.get("hyde"),
+                             name=method)
+    return ReInvokeRetriever(cfg, dense_config=dense, bm25_config=bm25, llm=llm, synthetic=art.get("synthetic"),
+                             intents=art.get("intents"), name=method)
 
 
 def _builder(method: str):

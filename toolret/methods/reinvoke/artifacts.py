@@ -129,3 +129,42 @@ def check_synthetic_records(records: Sequence[dict], tool_ids: Sequence[str], do
         if changed:
             raise CatalogError(f"synthetic-query artifact was generated from other documents for {len(changed)} "
                                f"tools (first {changed[0]!r})")
+
+
+_QUERY_KEYS = ("llm_model", "temperature", "top_p", "seed", "query_max_new_tokens")
+_INTENT_KEYS = ("llm_model", "intent_max_new_tokens", "max_intents")
+_HYDE_KEYS = ("llm_model", "hyde_max_new_tokens")
+
+
+def load_matching(directory: str | Path, cfg: ReInvokeConfig) -> dict[str, Any]:
+    """The artifacts in ``directory`` that were generated with ``cfg``'s generation settings (and the
+    same prompt versions), as ``{"synthetic": records, "intents": {text: intents}, "hyde": {text: doc}}``;
+    anything absent or generated differently is left out (the retriever then asks the cached LLM).
+    """
+    from toolret.methods.reinvoke.generation import prompt_versions
+
+    directory = Path(directory)
+    out: dict[str, Any] = {}
+    versions = prompt_versions()
+    for name, keys, prompt in (("synthetic_queries", _QUERY_KEYS, "reinvoke_query_generation"),
+                               ("intents", _INTENT_KEYS, "reinvoke_intent_extraction"),
+                               ("hyde", _HYDE_KEYS, "hyde_tool_document")):
+        path, meta_file = directory / f"{name}.jsonl", meta_path(directory / f"{name}.jsonl")
+        if not (path.is_file() and meta_file.is_file()):
+            continue
+        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+        made = meta.get("config", {})
+        if any(made.get(k) != getattr(cfg, k) for k in keys):
+            continue
+        if meta.get("prompt_versions", {}).get(prompt) != versions.get(prompt):
+            continue
+        if name == "synthetic_queries" and (made.get("generate_queries") or 0) < cfg.n_queries:
+            continue
+        records = read_jsonl(path)
+        if name == "synthetic_queries":
+            out["synthetic"] = records
+        elif name == "intents":
+            out["intents"] = {r["text"]: r["intents"] for r in records}
+        else:
+            out["hyde"] = {r["text"]: r["document"] for r in records}
+    return out

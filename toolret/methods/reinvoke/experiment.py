@@ -128,7 +128,8 @@ def run(catalog: Catalog, params: dict[str, Any], out_root: str | Path, *, synth
         overrides = dict(overrides or {})
         method = "reinvoke-bm25" if overrides.get("backbone") == "bm25" else "reinvoke"
         r, rows = ev.evaluate(ev.retriever(method, **overrides), f"{method}[{name}]", "original",
-                              out_root / "reinvoke-ablations" / f"{name}.json", {"ablation": name, "overrides": overrides})
+                              out_root / "reinvoke-ablations" / f"{name}.json",
+                              {"ablation": name, "overrides": overrides})
         per_query[name] = {m: np.array([row[m] for row in rows]) for m in ("ndcg@5", "recall@5", "comp@5")}
         summary["ablations"][name] = {"overrides": overrides, "metrics": r["metrics"], "ci95": r["ci95"],
                                       "stats": r["reinvoke"]["stats"]}

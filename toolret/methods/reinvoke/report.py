@@ -65,10 +65,11 @@ def dataset_section(runs: Path, ds: str) -> tuple[str, dict[str, Any]]:
     summary = json.loads((runs / ds / "reinvoke-ablations" / "summary.json").read_text(encoding="utf-8"))
     kind = DATASET_KIND.get(ds)
     abl = summary["ablations"]
-    lines = [f"### {ds} ({kind or 'n/a'}; {summary.get('n_queries', '')}paper column: ToolE {kind})", ""]
-    lines[0] = f"### {ds} — compared with the paper's ToolE {kind} column" if kind else f"### {ds}"
-    lines += ["| Table 3 row | nDCG@5 [95% CI] | Recall@5 [95% CI] | COMP@5 [95% CI] | Δ nDCG@5 vs baseline (rel.) | p (paired) | paper nDCG@5 | paper Δ (rel.) |",
-              "|---|---|---|---|---|---|---|---|"]
+    title = f"### {ds} — compared with the paper's ToolE {kind} column" if kind else f"### {ds}"
+    lines = [title, "",
+             "| Table 3 row | nDCG@5 [95% CI] | Recall@5 [95% CI] | COMP@5 [95% CI] "
+             "| Δ nDCG@5 vs baseline (rel.) | p (paired) | paper nDCG@5 | paper Δ (rel.) |",
+             "|---|---|---|---|---|---|---|---|"]
     for key, label in ROWS:
         if key not in abl:
             continue
@@ -80,12 +81,13 @@ def dataset_section(runs: Path, ds: str) -> tuple[str, dict[str, Any]]:
             d = a["metrics"]["ndcg@5"] - b["ndcg@5"]
             rel = d / b["ndcg@5"] if b["ndcg@5"] else float("nan")
             delta = f"{d:+.3f} ({rel:+.0%})"
-            p = f"{a.get('vs_baseline', {}).get('ndcg@5', {}).get('p_value', float('nan')):.3f}"
+            pval = a.get("vs_baseline", {}).get("ndcg@5", {}).get("p_value", float("nan"))
+            p = "<0.001" if pval < 0.001 else f"{pval:.3f}"
         pv = _paper(kind, key)
         pb = _paper(kind, base)
         paper_delta = f"{(pv - pb) / pb:+.0%}" if pv is not None and pb and key != base else "-"
         lines.append(f"| {label} | " + " | ".join(_cell(a["metrics"], a["ci95"], m) for m in METRICS)
-                     + f" | {delta} | {p} | {pv if pv is not None else '-'} | {paper_delta} |")
+                     + f" | {delta} | {p} | {f'{pv:.3f}' if pv is not None else '-'} | {paper_delta} |")
     hyde = summary.get("methods", {}).get("hyde", {}).get("original")
     if hyde:
         b = abl.get("baseline", {}).get("metrics", {})
@@ -93,7 +95,7 @@ def dataset_section(runs: Path, ds: str) -> tuple[str, dict[str, Any]]:
         rel = d / b["ndcg@5"] if b.get("ndcg@5") else float("nan")
         ph, pb = (PAPER_HYDE.get(kind), PAPER_TABLE3.get(kind, {}).get("baseline")) if kind else (None, None)
         lines.append(f"| HyDE (dense) | " + " | ".join(_cell(hyde["metrics"], hyde["ci95"], m) for m in METRICS)
-                     + f" | {d:+.3f} ({rel:+.0%}) | - | {ph if ph else '-'} | "
+                     + f" | {d:+.3f} ({rel:+.0%}) | - | {f'{ph:.3f}' if ph else '-'} | "
                      + (f"{(ph - pb) / pb:+.0%}" if ph and pb else "-") + " |")
     lines.append("")
     rt = summary.get("round_trip")
@@ -117,7 +119,11 @@ def dataset_section(runs: Path, ds: str) -> tuple[str, dict[str, Any]]:
     return "\n".join(lines), data
 
 
+NOTES_MARKER = "<!-- hand-written analysis below: kept when the report is regenerated -->"
+
+
 def write_report(runs: Path, datasets: Sequence[str], out: Path, notes: str | None = None) -> Path:
+    """Write the tables + JSON; text after :data:`NOTES_MARKER` in an existing ``out`` is kept."""
     sections, data = [], {}
     for ds in datasets:
         if not (runs / ds / "reinvoke-ablations" / "summary.json").is_file():
@@ -138,8 +144,12 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, notes: str | No
         "",
     ]
     body = "\n".join(head + sections)
-    if notes:
-        body += "\n" + Path(notes).read_text(encoding="utf-8")
     body += "\n## All numbers (JSON)\n\n```json\n" + json.dumps(data, indent=1) + "\n```\n"
+    kept = ""
+    if out.is_file() and NOTES_MARKER in out.read_text(encoding="utf-8"):
+        kept = out.read_text(encoding="utf-8").split(NOTES_MARKER, 1)[1]
+    if notes:
+        kept += "\n" + Path(notes).read_text(encoding="utf-8")
+    body += "\n" + NOTES_MARKER + (kept if kept.startswith("\n") else "\n" + kept)
     write_text(out, body)
     return out

@@ -156,7 +156,14 @@ class ReInvokeRetriever:
         if self._synthetic is not None:
             from toolret.methods.reinvoke.artifacts import check_synthetic_records
 
-            check_synthetic_records(self._synthetic, tool_ids, None, cfg.n_queries)
+            try:  # with an LLM at hand, an artifact made from other documents is regenerated, not trusted
+                check_synthetic_records(self._synthetic, tool_ids, documents if self.llm is not None else None,
+                                        cfg.n_queries)
+            except CatalogError:
+                if self.llm is None:
+                    raise
+                self._synthetic = None
+        if self._synthetic is not None:
             records = self._synthetic
         else:
             if self.llm is None:
