@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -49,7 +50,8 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
     Returns the training report (also written to ``out_dir/finetune.json``).
     """
     from datasets import Dataset
-    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments, losses
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers.sentence_transformer import losses
     from sentence_transformers.sentence_transformer.training_args import BatchSamplers
 
     from toolret.retrieval.models import load_sentence_transformer
@@ -74,8 +76,6 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
         report = {"config": asdict(config), "n_train_pairs": len(train), "train_loss": result.training_loss,
                   "steps": result.global_step, "dev": dev_recall(catalog, model, config.docs)}
         (tmp / "finetune.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
-        import shutil
-
         shutil.rmtree(tmp / "checkpoints", ignore_errors=True)
     return report
 
