@@ -51,3 +51,4 @@ ui: setup
 
 bench: setup
 	$(BIN)/python benchmarks/retrieval_speed.py
+	$(BIN)/python benchmarks/llm_throughput.py

@@ -147,10 +147,11 @@ def cmd_report(args: argparse.Namespace) -> None:
     runs = Path(args.runs)
     sections = []
     for dataset_dir in sorted(p for p in runs.iterdir() if p.is_dir()):
-        paths = sorted(dataset_dir.glob("*/*.json"))
+        results = {p: json.loads(p.read_text(encoding="utf-8")) for p in sorted(dataset_dir.glob("*/*.json"))}
+        paths = [p for p, r in results.items() if "metrics" in r]  # skips e.g. ablation summaries
         if not paths:
             continue
-        first = json.loads(paths[0].read_text(encoding="utf-8"))
+        first = results[paths[0]]
         metrics = headline_metrics(sorted(first["metrics"]), k=args.k)
         sections.append(compare_results(dataset_dir.name, paths, metrics=metrics).markdown())
     text = "\n".join(sections)
