@@ -24,10 +24,10 @@ class FinetuneConfig:
     docs: str = "original"
     epochs: int = 1
     batch_size: int = 32
-    lr: float = 1e-4
-    warmup_ratio: float = 0.1
-    max_seq_length: int = 64
-    max_train_pairs: int = 4800  # 0 = all (query, gold tool) pairs
+    lr: float = 2e-4
+    warmup_ratio: float = 0.05
+    max_seq_length: int = 48
+    max_train_pairs: int = 16000  # 0 = all (query, gold tool) pairs
     seed: int = 13
     device: str = "cpu"
 
