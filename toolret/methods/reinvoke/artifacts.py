@@ -85,30 +85,31 @@ def build_synthetic_queries(catalog: Catalog, cfg: ReInvokeConfig, out: str | Pa
     return records, meta
 
 
-def build_intents(catalog: Catalog, cfg: ReInvokeConfig, out: str | Path | None = None, split: str = "test",
-                  llm: LazyLLM | None = None) -> tuple[list[dict], dict]:
-    """Extract the intents of every judged query of ``split``."""
+def _build_per_query(kind: str, generate, catalog: Catalog, cfg: ReInvokeConfig, out: str | Path | None,
+                     split: str, llm: LazyLLM | None) -> tuple[list[dict], dict]:
+    """One LLM record per judged query of ``split`` (intents, HyDE documents), written with its meta."""
     llm = llm or LazyLLM(cfg, llm_cache_path(cfg, catalog.name))
     queries = catalog.split(split)
     t0 = time.perf_counter()
-    records = extract_intents(llm, [q.text for q in queries], cfg, [q.id for q in queries])
-    meta = _meta("intents", catalog, cfg, llm, records, time.perf_counter() - t0, {"split": split})
-    meta["mean_intents"] = sum(len(r["intents"]) for r in records) / max(1, len(records))
+    records = generate(llm, [q.text for q in queries], cfg, [q.id for q in queries])
+    meta = _meta(kind, catalog, cfg, llm, records, time.perf_counter() - t0, {"split": split})
+    if kind == "intents":
+        meta["mean_intents"] = sum(len(r["intents"]) for r in records) / max(1, len(records))
     if out is not None:
         write_jsonl(out, records, meta)
     return records, meta
+
+
+def build_intents(catalog: Catalog, cfg: ReInvokeConfig, out: str | Path | None = None, split: str = "test",
+                  llm: LazyLLM | None = None) -> tuple[list[dict], dict]:
+    """Extract the intents of every judged query of ``split``."""
+    return _build_per_query("intents", extract_intents, catalog, cfg, out, split, llm)
 
 
 def build_hyde(catalog: Catalog, cfg: ReInvokeConfig, out: str | Path | None = None, split: str = "test",
                llm: LazyLLM | None = None) -> tuple[list[dict], dict]:
-    llm = llm or LazyLLM(cfg, llm_cache_path(cfg, catalog.name))
-    queries = catalog.split(split)
-    t0 = time.perf_counter()
-    records = hyde_documents(llm, [q.text for q in queries], cfg, [q.id for q in queries])
-    meta = _meta("hyde", catalog, cfg, llm, records, time.perf_counter() - t0, {"split": split})
-    if out is not None:
-        write_jsonl(out, records, meta)
-    return records, meta
+    """Write a hypothetical tool document for every judged query of ``split`` (HyDE baseline)."""
+    return _build_per_query("hyde", hyde_documents, catalog, cfg, out, split, llm)
 
 
 def check_synthetic_records(records: Sequence[dict], tool_ids: Sequence[str], documents: Sequence[str] | None,

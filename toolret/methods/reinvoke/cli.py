@@ -57,22 +57,20 @@ def cmd_synth_queries(args: argparse.Namespace) -> None:
     print(json.dumps({k: meta[k] for k in ("dataset", "counts", "llm_calls", "seconds")}))
 
 
-def cmd_intents(args: argparse.Namespace) -> None:
-    from toolret.methods.reinvoke.artifacts import build_intents
+def _cmd_per_query(builder_name: str, keys: tuple[str, ...]):
+    def cmd(args: argparse.Namespace) -> None:
+        from toolret.methods.reinvoke import artifacts
 
-    params = _params(args)
-    catalog = _catalog(args, params)
-    _, meta = build_intents(catalog, _config(params, catalog), args.out, split=args.split)
-    print(json.dumps({k: meta[k] for k in ("dataset", "counts", "llm_calls", "seconds", "mean_intents")}))
+        params = _params(args)
+        catalog = _catalog(args, params)
+        _, meta = getattr(artifacts, builder_name)(catalog, _config(params, catalog), args.out, split=args.split)
+        print(json.dumps({k: meta[k] for k in keys}))
+
+    return cmd
 
 
-def cmd_hyde(args: argparse.Namespace) -> None:
-    from toolret.methods.reinvoke.artifacts import build_hyde
-
-    params = _params(args)
-    catalog = _catalog(args, params)
-    _, meta = build_hyde(catalog, _config(params, catalog), args.out, split=args.split)
-    print(json.dumps({k: meta[k] for k in ("dataset", "counts", "llm_calls", "seconds")}))
+cmd_intents = _cmd_per_query("build_intents", ("dataset", "counts", "llm_calls", "seconds", "mean_intents"))
+cmd_hyde = _cmd_per_query("build_hyde", ("dataset", "counts", "llm_calls", "seconds"))
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
