@@ -43,3 +43,45 @@ def test_finetune_saves_a_model_that_fits_its_training_queries(fixture_catalog_d
         return scores["metrics"]["ndcg@5"]  # recall@5 is ~0.97 zero-shot on the fixture: ndcg has room
 
     assert train_ndcg(str(tmp_path / "ft" / "model")) > train_ndcg("all-MiniLM-L6-v2")
+
+
+def test_finetune_selects_on_dev_and_resumes_after_kill(fixture_catalog_dir, tmp_path):
+    """eval_steps > 0: dev recall@5 every n steps, the best step is the saved model, kill -9 resumes."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from toolret.retrieval.finetune import last_complete_checkpoint
+
+    config = FinetuneConfig(epochs=4, batch_size=8, lr=3e-4, max_seq_length=32, max_train_pairs=0, eval_steps=4)
+    out = tmp_path / "ft"
+    code = ("import sys; from toolret.catalog.loaders.beir import load_beir; "
+            "from toolret.catalog.registry import carve_dev_split; "
+            "from toolret.retrieval.finetune import FinetuneConfig, finetune; "
+            f"finetune(carve_dev_split(load_beir(sys.argv[1]), 0.2, seed=0), sys.argv[2], FinetuneConfig(**{config.__dict__!r}))")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(fixture_catalog_dir), str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    work_dirs = lambda: list(tmp_path.glob(".ft.work-*"))  # noqa: E731
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if work_dirs() and last_complete_checkpoint(work_dirs()[0]):
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    assert proc.wait() == -signal.SIGKILL, "training ended before its first checkpoint could be interrupted"
+    assert not out.exists(), "a killed run must not leave a half-written model"
+    checkpoint = last_complete_checkpoint(work_dirs()[0])
+
+    catalog = carve_dev_split(load_beir(fixture_catalog_dir), 0.2, seed=0)
+    report = finetune(catalog, out, config)
+    assert report["resumed_from"] == checkpoint.rsplit("/", 1)[1]
+    steps_per_epoch = -(-report["n_train_pairs"] // config.batch_size)
+    assert report["steps"] == config.epochs * steps_per_epoch
+    history = report["dev_history"]
+    assert [h["step"] for h in history] == list(range(4, report["steps"] + 1, 4))
+    best = max(history, key=lambda h: h["dev_recall@5"])  # first maximum: later ties do not replace it
+    assert report["selected_step"] == best["step"]
+    # the saved model is the selected checkpoint: its dev recall (toolret.metrics) equals the evaluator's
+    assert report["dev"]["recall@5"] == pytest.approx(best["dev_recall@5"], abs=1e-6)
+    assert not work_dirs() and not (out / "checkpoints").exists()

@@ -8,6 +8,7 @@ train; the test split is never read here.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import shutil
@@ -28,6 +29,7 @@ class FinetuneConfig:
     warmup_ratio: float = 0.05
     max_seq_length: int = 48
     max_train_pairs: int = 16000  # 0 = all (query, gold tool) pairs
+    eval_steps: int = 0  # > 0: dev recall@5 every n steps, checkpoint kept, best step selected, resumable
     seed: int = 13
     device: str = "cpu"
 
@@ -44,10 +46,36 @@ def training_pairs(catalog: Catalog, split: str, docs: str, max_pairs: int, seed
     return pairs[:max_pairs] if max_pairs > 0 else pairs
 
 
-def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | None = None) -> dict:
-    """Train on the catalog's train split, report dev-split recall, save the model atomically.
+DEV_METRIC = "dev_cosine_recall@5"  # the selection metric logged by the dev-split evaluator
 
-    Returns the training report (also written to ``out_dir/finetune.json``).
+
+def dev_evaluator(catalog: Catalog, docs: str):
+    """sentence-transformers' IR evaluator on the dev split (recall = hits / |gold|, as toolret.metrics)."""
+    from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator
+
+    dev = catalog.split("dev")
+    if not dev:
+        return None
+    return InformationRetrievalEvaluator(
+        queries={q.id: q.text for q in dev}, corpus=dict(zip(catalog.tool_ids, catalog.docs(docs))),
+        relevant_docs={q.id: set(catalog.gold(q.id)) for q in dev}, name="dev", batch_size=128,
+        accuracy_at_k=[5], precision_recall_at_k=[5], mrr_at_k=[10], ndcg_at_k=[5], map_at_k=[10],
+        write_csv=False, main_score_function="cosine")
+
+
+def _work_dir(out_dir: Path, config: FinetuneConfig, train: list[tuple[str, str]]) -> Path:
+    """Checkpoints of an unfinished run live beside the output, keyed by config and data: a rerun resumes."""
+    key = hashlib.sha256(json.dumps([asdict(config), train], sort_keys=True).encode()).hexdigest()[:12]
+    return out_dir.with_name(f".{out_dir.name}.work-{key}")
+
+
+def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | None = None) -> dict:
+    """Train on the catalog's train split, select on the dev split, save the model atomically.
+
+    With ``eval_steps > 0`` the dev split is scored every ``eval_steps`` steps, each scored step is
+    checkpointed (beside ``out_dir``; a killed run resumes from its last checkpoint when rerun with the
+    same config), and the step with the best dev recall@5 is the model saved. Returns the training
+    report (also written to ``out_dir/finetune.json``).
     """
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
@@ -57,27 +85,48 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
     from toolret.retrieval.models import load_sentence_transformer
 
     config = config or FinetuneConfig()
+    out_dir = Path(out_dir)
     train = training_pairs(catalog, "train", config.docs, config.max_train_pairs, config.seed)
     model = load_sentence_transformer(config.model, config.device, config.max_seq_length)
     dataset = Dataset.from_dict({"anchor": [q for q, _ in train], "positive": [d for _, d in train]})
+    evaluator = dev_evaluator(catalog, config.docs) if config.eval_steps > 0 else None
+    work = _work_dir(out_dir, config, train)
+    selection = dict(eval_strategy="steps", eval_steps=config.eval_steps, save_strategy="steps",
+                     save_steps=config.eval_steps, save_total_limit=2, load_best_model_at_end=True,
+                     metric_for_best_model=DEV_METRIC, greater_is_better=True) if evaluator else {}
     with atomic_directory(out_dir) as tmp:
         args = SentenceTransformerTrainingArguments(
-            output_dir=str(tmp / "checkpoints"), num_train_epochs=config.epochs,
+            output_dir=str(work), num_train_epochs=config.epochs,
             per_device_train_batch_size=config.batch_size, learning_rate=config.lr,
             warmup_steps=max(1, int(config.warmup_ratio * config.epochs * len(train) / config.batch_size)),
-            batch_sampler=BatchSamplers.NO_DUPLICATES, seed=config.seed, save_strategy="no",
+            batch_sampler=BatchSamplers.NO_DUPLICATES, seed=config.seed,
             logging_steps=50, report_to="none", use_cpu=config.device == "cpu", disable_tqdm=False,
-            dataloader_drop_last=False,
+            dataloader_drop_last=False, **({"save_strategy": "no"} | selection),
         )
-        trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset,
+        trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset, evaluator=evaluator,
                                              loss=losses.MultipleNegativesRankingLoss(model))
-        result = trainer.train()
+        resume = last_complete_checkpoint(work) if evaluator else None
+        result = trainer.train(resume_from_checkpoint=resume)
         model.save(str(tmp / "model"))
+        history = [{"step": e["step"], "dev_recall@5": e[f"eval_{DEV_METRIC}"]}
+                   for e in trainer.state.log_history if f"eval_{DEV_METRIC}" in e]
         report = {"config": asdict(config), "n_train_pairs": len(train), "train_loss": result.training_loss,
-                  "steps": result.global_step, "dev": dev_recall(catalog, model, config.docs)}
+                  "steps": result.global_step, "resumed_from": Path(resume).name if resume else None,
+                  "dev_history": history, "selected_step": _selected_step(trainer.state.best_model_checkpoint),
+                  "dev": dev_recall(catalog, model, config.docs)}
         (tmp / "finetune.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
-        shutil.rmtree(tmp / "checkpoints", ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
     return report
+
+
+def last_complete_checkpoint(work: Path) -> str | None:
+    """The newest checkpoint the trainer finished writing (its state file is written last), or None."""
+    done = [c for c in work.glob("checkpoint-*") if (c / "trainer_state.json").is_file()] if work.is_dir() else []
+    return str(max(done, key=lambda c: int(c.name.rsplit("-", 1)[1]))) if done else None
+
+
+def _selected_step(best_checkpoint: str | None) -> int | None:
+    return int(best_checkpoint.rsplit("-", 1)[1]) if best_checkpoint else None
 
 
 def dev_recall(catalog: Catalog, model, docs: str, k: int = 5) -> dict | None:
