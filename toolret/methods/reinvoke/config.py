@@ -46,8 +46,9 @@ class ReInvokeConfig:
         query_max_new_tokens, intent_max_new_tokens, hyde_max_new_tokens: generation budgets.
         max_intents: at most this many intents per query are used.
         llm_model: a ``toolret.llm.models.KNOWN_MODELS`` name or a local HF folder.
-        llm_batch_size, llm_num_threads, llm_device: backend settings (num_threads=1 is much faster than
-            2 on a shared, loaded 2-core box: 1 thread does not spin against other jobs).
+        llm_batch_size, llm_num_threads, llm_device: backend settings (num_threads None = $TOOLRET_LLM_THREADS
+            or all CPUs, fastest on an idle box; 1 is much faster on a shared, loaded 2-core box, where
+            2 threads spin against other jobs).
         cache_dir: where the LLM JSONL caches live (default ``data/llm_cache/reinvoke``).
     """
 
@@ -67,7 +68,7 @@ class ReInvokeConfig:
     max_intents: int = 10
     llm_model: str = "smollm2-135m-instruct"
     llm_batch_size: int = 64
-    llm_num_threads: int | None = 1
+    llm_num_threads: int | None = None
     llm_device: str = "cpu"
     cache_dir: str | None = None
 
