@@ -15,6 +15,13 @@ from pathlib import Path
 from typing import Any
 
 
+def _umask() -> int:
+    """The process umask (reading it means setting it, so it is set straight back)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
 @contextmanager
 def atomic_path(target: str | Path, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary file path next to ``target``; rename it onto ``target`` on success."""
@@ -23,9 +30,7 @@ def atomic_path(target: str | Path, suffix: str = "") -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix + ".tmp", dir=target.parent)
     os.close(fd)
     tmp_path = Path(tmp)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp_path, 0o666 & ~umask)  # mkstemp creates 0600; artifacts get the usual permissions
+    os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp creates 0600; artifacts get the usual permissions
     try:
         yield tmp_path
         os.replace(tmp_path, target)
@@ -49,9 +54,7 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp creates 0700
+    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp creates 0700
     try:
         yield tmp
         old = None

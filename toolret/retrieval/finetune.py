@@ -91,9 +91,11 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
     dataset = Dataset.from_dict({"anchor": [q for q, _ in train], "positive": [d for _, d in train]})
     evaluator = dev_evaluator(catalog, config.docs) if config.eval_steps > 0 else None
     work = _work_dir(out_dir, config, train)
-    selection = dict(eval_strategy="steps", eval_steps=config.eval_steps, save_strategy="steps",
-                     save_steps=config.eval_steps, save_total_limit=2, load_best_model_at_end=True,
-                     metric_for_best_model=DEV_METRIC, greater_is_better=True) if evaluator else {}
+    selection = {"save_strategy": "no"}
+    if evaluator:
+        selection = dict(eval_strategy="steps", eval_steps=config.eval_steps, save_strategy="steps",
+                         save_steps=config.eval_steps, save_total_limit=2, load_best_model_at_end=True,
+                         metric_for_best_model=DEV_METRIC, greater_is_better=True)
     with atomic_directory(out_dir) as tmp:
         args = SentenceTransformerTrainingArguments(
             output_dir=str(work), num_train_epochs=config.epochs,
@@ -101,7 +103,7 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
             warmup_steps=max(1, int(config.warmup_ratio * config.epochs * len(train) / config.batch_size)),
             batch_sampler=BatchSamplers.NO_DUPLICATES, seed=config.seed,
             logging_steps=50, report_to="none", use_cpu=config.device == "cpu", disable_tqdm=False,
-            dataloader_drop_last=False, **({"save_strategy": "no"} | selection),
+            dataloader_drop_last=False, **selection,
         )
         trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset, evaluator=evaluator,
                                              loss=losses.MultipleNegativesRankingLoss(model))
@@ -112,7 +114,7 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
                    for e in trainer.state.log_history if f"eval_{DEV_METRIC}" in e]
         report = {"config": asdict(config), "n_train_pairs": len(train), "train_loss": result.training_loss,
                   "steps": result.global_step, "resumed_from": Path(resume).name if resume else None,
-                  "dev_history": history, "selected_step": _selected_step(trainer.state.best_model_checkpoint),
+                  "dev_history": history, "selected_step": _checkpoint_step(trainer.state.best_model_checkpoint),
                   "dev": dev_recall(catalog, model, config.docs)}
         (tmp / "finetune.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     shutil.rmtree(work, ignore_errors=True)
@@ -122,11 +124,12 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
 def last_complete_checkpoint(work: Path) -> str | None:
     """The newest checkpoint the trainer finished writing (its state file is written last), or None."""
     done = [c for c in work.glob("checkpoint-*") if (c / "trainer_state.json").is_file()] if work.is_dir() else []
-    return str(max(done, key=lambda c: int(c.name.rsplit("-", 1)[1]))) if done else None
+    return str(max(done, key=_checkpoint_step)) if done else None
 
 
-def _selected_step(best_checkpoint: str | None) -> int | None:
-    return int(best_checkpoint.rsplit("-", 1)[1]) if best_checkpoint else None
+def _checkpoint_step(checkpoint: str | Path | None) -> int | None:
+    """The training step of a ``checkpoint-<step>`` folder."""
+    return int(str(checkpoint).rsplit("-", 1)[1]) if checkpoint else None
 
 
 def dev_recall(catalog: Catalog, model, docs: str, k: int = 5) -> dict | None:

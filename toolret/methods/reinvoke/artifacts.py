@@ -86,15 +86,16 @@ def build_synthetic_queries(catalog: Catalog, cfg: ReInvokeConfig, out: str | Pa
 
 
 def _build_per_query(kind: str, generate, catalog: Catalog, cfg: ReInvokeConfig, out: str | Path | None,
-                     split: str, llm: LazyLLM | None) -> tuple[list[dict], dict]:
-    """One LLM record per judged query of ``split`` (intents, HyDE documents), written with its meta."""
+                     split: str, llm: LazyLLM | None, summarize=None) -> tuple[list[dict], dict]:
+    """One LLM record per judged query of ``split`` (intents, HyDE documents), written with its meta;
+    ``summarize(records)`` adds kind-specific fields to the meta."""
     llm = llm or LazyLLM(cfg, llm_cache_path(cfg, catalog.name))
     queries = catalog.split(split)
     t0 = time.perf_counter()
     records = generate(llm, [q.text for q in queries], cfg, [q.id for q in queries])
     meta = _meta(kind, catalog, cfg, llm, records, time.perf_counter() - t0, {"split": split})
-    if kind == "intents":
-        meta["mean_intents"] = sum(len(r["intents"]) for r in records) / max(1, len(records))
+    if summarize is not None:
+        meta.update(summarize(records))
     if out is not None:
         write_jsonl(out, records, meta)
     return records, meta
@@ -103,7 +104,8 @@ def _build_per_query(kind: str, generate, catalog: Catalog, cfg: ReInvokeConfig,
 def build_intents(catalog: Catalog, cfg: ReInvokeConfig, out: str | Path | None = None, split: str = "test",
                   llm: LazyLLM | None = None) -> tuple[list[dict], dict]:
     """Extract the intents of every judged query of ``split``."""
-    return _build_per_query("intents", extract_intents, catalog, cfg, out, split, llm)
+    return _build_per_query("intents", extract_intents, catalog, cfg, out, split, llm,
+                            lambda rs: {"mean_intents": sum(len(r["intents"]) for r in rs) / max(1, len(rs))})
 
 
 def build_hyde(catalog: Catalog, cfg: ReInvokeConfig, out: str | Path | None = None, split: str = "test",
@@ -132,9 +134,15 @@ def check_synthetic_records(records: Sequence[dict], tool_ids: Sequence[str], do
                                f"tools (first {changed[0]!r})")
 
 
-_QUERY_KEYS = ("llm_model", "temperature", "top_p", "seed", "query_max_new_tokens")
-_INTENT_KEYS = ("llm_model", "intent_max_new_tokens", "max_intents")
-_HYDE_KEYS = ("llm_model", "hyde_max_new_tokens")
+# artifact file -> (key in load_matching's result, generation settings it depends on, prompt, record view)
+_ARTIFACTS = {
+    "synthetic_queries": ("synthetic", ("llm_model", "temperature", "top_p", "seed", "query_max_new_tokens"),
+                          "reinvoke_query_generation", lambda records: records),
+    "intents": ("intents", ("llm_model", "intent_max_new_tokens", "max_intents"), "reinvoke_intent_extraction",
+                lambda records: {r["text"]: r["intents"] for r in records}),
+    "hyde": ("hyde", ("llm_model", "hyde_max_new_tokens"), "hyde_tool_document",
+             lambda records: {r["text"]: r["document"] for r in records}),
+}
 
 
 def load_matching(directory: str | Path, cfg: ReInvokeConfig) -> dict[str, Any]:
@@ -147,25 +155,17 @@ def load_matching(directory: str | Path, cfg: ReInvokeConfig) -> dict[str, Any]:
     directory = Path(directory)
     out: dict[str, Any] = {}
     versions = prompt_versions()
-    for name, keys, prompt in (("synthetic_queries", _QUERY_KEYS, "reinvoke_query_generation"),
-                               ("intents", _INTENT_KEYS, "reinvoke_intent_extraction"),
-                               ("hyde", _HYDE_KEYS, "hyde_tool_document")):
+    for name, (key, settings, prompt, view) in _ARTIFACTS.items():
         path, meta_file = directory / f"{name}.jsonl", meta_path(directory / f"{name}.jsonl")
         if not (path.is_file() and meta_file.is_file()):
             continue
         meta = json.loads(meta_file.read_text(encoding="utf-8"))
         made = meta.get("config", {})
-        if any(made.get(k) != getattr(cfg, k) for k in keys):
+        if any(made.get(k) != getattr(cfg, k) for k in settings):
             continue
         if meta.get("prompt_versions", {}).get(prompt) != versions.get(prompt):
             continue
-        if name == "synthetic_queries" and (made.get("generate_queries") or 0) < cfg.n_queries:
-            continue
-        records = read_jsonl(path)
-        if name == "synthetic_queries":
-            out["synthetic"] = records
-        elif name == "intents":
-            out["intents"] = {r["text"]: r["intents"] for r in records}
-        else:
-            out["hyde"] = {r["text"]: r["document"] for r in records}
+        if key == "synthetic" and (made.get("generate_queries") or 0) < cfg.n_queries:
+            continue  # too few samples per tool
+        out[key] = view(read_jsonl(path))
     return out
