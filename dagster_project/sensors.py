@@ -3,8 +3,9 @@
 It fingerprints each dataset's source folder (``params.yaml: source.root`` resolved against the
 project, plus the ``source.beir`` user catalogues): relative path, size and mtime of every file
 (``MANIFEST.tsv`` included). The cursor keeps the last fingerprints; a changed fingerprint requests a
-run of that dataset's ``catalog`` asset with ``force: true`` (the raw files are outside DVC's deps, so
-DVC alone would call the stage up to date). The first tick only records a baseline.
+run of that dataset's ``catalog`` asset with ``force: true``: ``source.root`` is a DVC dep of every catalog
+stage, but a user catalogue under ``source.beir`` may live anywhere, outside DVC's deps, and DVC alone would
+call its stage up to date. The first tick only records a baseline.
 """
 
 # no `from __future__ import annotations`: Dagster reads the op signatures' annotations at runtime

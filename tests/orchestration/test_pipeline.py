@@ -101,3 +101,25 @@ def test_rematerialize_is_a_noop_for_dvc(pipeline) -> None:
     result = job.execute_in_process(instance=pipeline.instance, asset_selection=[K(["index", "fixture", "bm25"])])
     assert result.success
     assert (pipeline.project / "dvc.lock").read_text() == before
+
+
+def test_changed_raw_data_makes_the_catalog_stale(pipeline) -> None:
+    """The raw source folder is a DVC dep of the catalog stage: an edited file marks the stage (and only
+    the stages reading that source) changed, and restoring it makes the pipeline up to date again."""
+    from orch_helpers import BIN, sh
+
+    def stale() -> dict:
+        out = sh([str(BIN / "dvc"), "status", "--json"], pipeline.project).stdout
+        return yaml.safe_load(out) or {}
+
+    assert stale() == {}
+    corpus = pipeline.source / "corpus.jsonl"
+    original = corpus.read_bytes()
+    try:
+        corpus.write_bytes(original + b"\n")
+        changed = stale()
+        assert list(changed) == ["catalog@fixture"]
+        assert "changed deps" in changed["catalog@fixture"][0]
+    finally:
+        corpus.write_bytes(original)
+    assert stale() == {}
