@@ -50,6 +50,10 @@ class ReInvokeConfig:
             or all CPUs, fastest on an idle box; 1 is much faster on a shared, loaded 2-core box, where
             2 threads spin against other jobs).
         cache_dir: where the LLM JSONL caches live (default ``data/llm_cache/reinvoke``).
+        embedding_cache_dir: where dense embeddings of expanded copies and intents persist across runs
+            (default ``data/embed_cache``; ``"off"``: memory only). Datasets sharing a corpus (the six
+            ToolBench groups) then encode their copies once. A cache, not a setting: results do not
+            depend on it beyond the last float bits (see ``toolret.retrieval.embedding_store``).
     """
 
     backbone: str = "dense"
@@ -71,6 +75,7 @@ class ReInvokeConfig:
     llm_num_threads: int | None = None
     llm_device: str = "cpu"
     cache_dir: str | None = None
+    embedding_cache_dir: str | None = None
 
     def __post_init__(self) -> None:
         if self.backbone not in BACKBONES:

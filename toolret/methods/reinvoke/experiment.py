@@ -55,12 +55,11 @@ class Evaluator:
                  intents: Sequence[dict] | None, hyde: Sequence[dict] | None, split: str = "test",
                  encoder: MemoEncoder | None = None) -> None:
         from toolret.methods.reinvoke import _backbone_configs
-        from toolret.retrieval.dense import DenseRetriever
 
         self.catalog, self.params, self.split = catalog, params, split
         self.base = ReInvokeConfig.from_params(params, dataset=catalog.name)
         self.dense_config, self.bm25_config = _backbone_configs(params, None)
-        self.encoder = encoder or MemoEncoder(DenseRetriever(self.dense_config))
+        self.encoder = encoder or MemoEncoder.for_config(self.dense_config, self.base)
         self.synthetic = list(synthetic) if synthetic is not None else None
         self.intent_records = list(intents or [])
         self.intents = {r["text"]: r["intents"] for r in self.intent_records}

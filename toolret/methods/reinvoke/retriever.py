@@ -29,20 +29,47 @@ from toolret.methods.reinvoke.generation import (
 )
 from toolret.methods.reinvoke.multiview import multiview_rank, ranking_score
 from toolret.retrieval.base import Ranking, default_query_ids
+from toolret.retrieval.embedding_store import EmbeddingStore
 
 
 class MemoEncoder:
-    """Text -> embedding memo in front of ``DenseRetriever.encode`` (ablations share copy embeddings)."""
+    """Text -> embedding memo in front of ``DenseRetriever.encode`` (ablations share copy embeddings),
+    optionally backed by a persistent :class:`EmbeddingStore` (datasets sharing a corpus share copies)."""
 
-    def __init__(self, dense) -> None:
+    def __init__(self, dense, store: EmbeddingStore | None = None) -> None:
         self.dense = dense
+        self.store = store
         self._memo: dict[str, np.ndarray] = {}
+        self.stats = {"encoded": 0, "from_store": 0}
+
+    @classmethod
+    def for_config(cls, dense_config, cfg: ReInvokeConfig) -> MemoEncoder:
+        """A memo over the dense backbone, persisted under ``cfg.embedding_cache_dir`` (default
+        ``data/embed_cache``; ``"off"`` keeps it in memory only)."""
+        from toolret.retrieval.dense import DenseConfig, DenseRetriever
+
+        dense_config = dense_config or DenseConfig()
+        if cfg.embedding_cache_dir == "off":
+            return cls(DenseRetriever(dense_config))
+        from toolret.config import data_dir
+        from toolret.retrieval.embedding_store import EmbeddingStore, encoder_fingerprint
+
+        root = Path(cfg.embedding_cache_dir) if cfg.embedding_cache_dir else data_dir() / "embed_cache"
+        return cls(DenseRetriever(dense_config), EmbeddingStore(root, encoder_fingerprint(dense_config)))
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         missing = list(dict.fromkeys(t for t in texts if t not in self._memo))
+        if missing and self.store is not None:
+            found = self.store.get(missing)
+            self._memo.update(found)
+            self.stats["from_store"] += len(found)
+            missing = [t for t in missing if t not in found]
         if missing:
             emb = self.dense.encode(missing, show_progress=len(missing) > 2000)
             self._memo.update(zip(missing, emb))
+            self.stats["encoded"] += len(missing)
+            if self.store is not None:
+                self.store.add(missing, emb)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([self._memo[t] for t in texts]).astype(np.float32)
@@ -72,8 +99,8 @@ def first_position(copy_pos: np.ndarray, owner: np.ndarray, n_tools: int) -> np.
 class _Backbone:
     """Dense (faiss via ``DenseRetriever``) or BM25 (``BM25Retriever``) over expanded copies."""
 
-    def __init__(self, kind: str, dense_config=None, bm25_config=None, encoder: MemoEncoder | None = None) -> None:
-        self.kind = kind
+    def __init__(self, config: ReInvokeConfig, dense_config=None, bm25_config=None, encoder: MemoEncoder | None = None) -> None:
+        self.config, self.kind = config, config.backbone
         self.dense_config, self.bm25_config = dense_config, bm25_config
         self._encoder = encoder
         self._engine = None
@@ -81,9 +108,7 @@ class _Backbone:
     @property
     def encoder(self) -> MemoEncoder:
         if self._encoder is None:
-            from toolret.retrieval.dense import DenseRetriever
-
-            self._encoder = MemoEncoder(DenseRetriever(self.dense_config))
+            self._encoder = MemoEncoder.for_config(self.dense_config, self.config)
         return self._encoder
 
     def index(self, texts: Sequence[str], owner: np.ndarray, n_tools: int, aggregation: str) -> None:
@@ -145,7 +170,7 @@ class ReInvokeRetriever:
         self.llm = llm
         self._synthetic = list(synthetic) if synthetic is not None else None
         self._intents = dict(intents) if intents is not None else {}
-        self._backbone = _Backbone(self.config.backbone, dense_config, bm25_config, encoder)
+        self._backbone = _Backbone(self.config, dense_config, bm25_config, encoder)
         self.tool_ids: list[str] = []
         self.stats: dict[str, Any] = {"intent_fallback": 0, "intent_llm_outputs": 0}
         self.last_intents: list[list[str]] = []
@@ -237,7 +262,7 @@ class HydeRetriever:
         self.name = name or ("hyde" if self.config.backbone == "dense" else "hyde-bm25")
         self.llm = llm
         self._docs = dict(documents) if documents is not None else {}
-        self._backbone = _Backbone(self.config.backbone, dense_config, bm25_config, encoder)
+        self._backbone = _Backbone(self.config, dense_config, bm25_config, encoder)
         self.tool_ids: list[str] = []
         self.stats: dict[str, Any] = {"hyde_fallback": 0}
 

@@ -1,0 +1,83 @@
+"""The persistent embedding store behind Re-Invoke's memo: reuse across processes, identity of the
+encoder, robustness to a broken shard."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import replace
+
+import numpy as np
+
+from toolret.methods.reinvoke.config import ReInvokeConfig
+from toolret.methods.reinvoke.retriever import MemoEncoder
+from toolret.retrieval.dense import DenseConfig
+from toolret.retrieval.embedding_store import EmbeddingStore, encoder_fingerprint
+
+
+class CountingEncoder:
+    """Hashed bag of words; records every text it is asked to encode."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def encode(self, texts, show_progress: bool = False) -> np.ndarray:
+        self.seen.extend(texts)
+        out = np.zeros((len(texts), 32), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in re.findall(r"[a-z]+", t.lower()):
+                out[i, int(hashlib.md5(w.encode()).hexdigest(), 16) % 32] += 1.0
+        return out
+
+
+TEXTS = ["Documentation: get weather Query: is it sunny", "Documentation: book a flight Query: fly to Oslo", "rain"]
+
+
+def test_second_process_reads_vectors_instead_of_encoding(tmp_path):
+    first = CountingEncoder()
+    a = MemoEncoder(first, EmbeddingStore(tmp_path, "fp"))
+    emb_a = a.encode(TEXTS + TEXTS[:1])
+    assert first.seen == TEXTS and a.stats == {"encoded": 3, "from_store": 0}
+
+    second = CountingEncoder()  # a new process: fresh memo, store read from disk
+    b = MemoEncoder(second, EmbeddingStore(tmp_path, "fp"))
+    emb_b = b.encode(TEXTS + ["new text"])
+    assert second.seen == ["new text"] and b.stats == {"encoded": 1, "from_store": 3}
+    np.testing.assert_array_equal(emb_b[:3], emb_a[:3])
+    assert len(EmbeddingStore(tmp_path, "fp")) == 4
+
+    other = CountingEncoder()  # another encoder fingerprint shares nothing
+    MemoEncoder(other, EmbeddingStore(tmp_path, "other")).encode(TEXTS)
+    assert other.seen == TEXTS
+
+
+def test_unreadable_shard_is_skipped_and_reencoded(tmp_path):
+    MemoEncoder(CountingEncoder(), EmbeddingStore(tmp_path, "fp")).encode(TEXTS)
+    (tmp_path / "fp" / "torn.npz").write_bytes(b"PK\x03\x04 not a zip")
+    store = EmbeddingStore(tmp_path, "fp")
+    assert store.skipped_shards == 1 and len(store) == 3
+    assert not list((tmp_path / "fp").glob("*.tmp"))  # writes go through temp + rename
+
+
+def test_fingerprint_follows_weights_and_settings(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"weights v1")
+    cfg = DenseConfig(model=str(model))
+    fp = encoder_fingerprint(cfg)
+    assert fp == encoder_fingerprint(DenseConfig(model=str(model)))
+    assert fp != encoder_fingerprint(replace(cfg, max_seq_length=128))
+    assert fp != encoder_fingerprint(replace(cfg, normalize=False))
+    assert fp == encoder_fingerprint(replace(cfg, batch_size=8))  # batch size is not part of the identity
+    (model / "model.safetensors").write_bytes(b"weights v2")
+    assert fp != encoder_fingerprint(cfg)
+
+
+def test_for_config_places_the_store_and_can_switch_it_off(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    dense = DenseConfig(model=str(model))
+    memo = MemoEncoder.for_config(dense, ReInvokeConfig(embedding_cache_dir=str(tmp_path / "emb")))
+    assert memo.store is not None and memo.store.folder == tmp_path / "emb" / encoder_fingerprint(dense)
+    assert MemoEncoder.for_config(dense, ReInvokeConfig(embedding_cache_dir="off")).store is None
