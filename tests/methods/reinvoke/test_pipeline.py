@@ -63,6 +63,9 @@ def test_artifacts_evaluate_and_report(tmp_path, fixture_catalog_dir, fake_gener
     out = write_report(tmp_path / "runs", [catalog.name], tmp_path / "report.md")
     text = out.read_text()
     assert "(a) + Query generator" in text and "Round-trip consistency" in text and "```json" in text
+    # n_queries=2 here: the report says so and labels the query-count row with the real n, not the paper's 10
+    assert "2 synthetic queries per tool" in text and "(c) 2 synthetic queries" in text
+    assert "(c) 10 synthetic queries" not in text
 
 
 def test_registry_methods_and_cheap_import(fixture_catalog_dir):

@@ -88,8 +88,16 @@ def dataset_section(runs: Path, ds: str) -> tuple[str, dict[str, Any]]:
              "| Table 3 row | nDCG@5 [95% CI] | Recall@5 [95% CI] | COMP@5 [95% CI] "
              "| Δ nDCG@5 vs baseline (rel.) | p (paired) | paper nDCG@5 | paper Δ (rel.) |",
              "|---|---|---|---|---|---|---|---|"]
+    n = int((summary.get("config") or {}).get("n_queries", 10))
+    if n != 10:
+        lines[2:2] = [f"Protocol deviation (params.yaml `reinvoke.per_dataset`): {n} synthetic queries per tool, "
+                      f"so the query-generator rows use {n} (the paper's use 10).", ""]
     for key, label in ROWS:
         if key not in abl:
+            continue
+        if label == "(c) 10 synthetic queries":
+            label = f"(c) {n} synthetic queries"
+        if key == f"qgen_n{n}":  # the same setting as the row above
             continue
         a = abl[key]
         base = "bm25_baseline" if key.startswith("bm25") else "baseline"
