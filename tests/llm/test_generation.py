@@ -52,3 +52,32 @@ def test_generation_records(generator):
     )
     assert stopped[0].finish_reason in ("stop", "length")
     assert "!" not in stopped[0].text and "." not in stopped[0].text
+
+
+def test_preallocated_kv_layers_match_the_stock_cache(generator, monkeypatch):
+    """The decode loop's preallocated K/V buffers (no torch.cat per step) give the same texts as
+    transformers' own DynamicLayer, including when finished rows are dropped and the buffer grows."""
+    import torch
+    from transformers import DynamicCache
+
+    import toolret.llm.transformers_backend as tb
+
+    params = SamplingParams(max_new_tokens=20, temperature=0.8, top_p=0.9, seed=3, n=3)
+    ours = generator.generate(PROMPTS, params)
+    monkeypatch.setattr(tb, "_preallocated", lambda cache, capacity: cache)
+    stock = generator.generate(PROMPTS, params)
+    assert ours == stock and len(ours) == 3 * len(PROMPTS)
+
+    # The layer itself: grows past its capacity, keeps what was written, selects rows.
+    monkeypatch.undo()
+    cache = tb._preallocated(DynamicCache(config=generator.model.config), capacity=2)
+    layer = cache.layers[0]
+    assert type(layer).__name__ == "PreallocatedLayer"
+    k1, v1 = torch.randn(2, 3, 2, 4), torch.randn(2, 3, 2, 4)
+    k2, v2 = torch.randn(2, 3, 3, 4), torch.randn(2, 3, 3, 4)
+    layer.update(k1, v1)
+    keys, values = layer.update(k2, v2)  # 5 > capacity 2: the buffer grows
+    assert layer.get_seq_length() == 5
+    assert torch.equal(keys, torch.cat([k1, k2], dim=-2)) and torch.equal(values, torch.cat([v1, v2], dim=-2))
+    layer.batch_select_indices(torch.tensor([1]))
+    assert torch.equal(layer.keys, torch.cat([k1, k2], dim=-2)[1:])
