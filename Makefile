@@ -52,3 +52,5 @@ ui: setup
 bench: setup
 	$(BIN)/python benchmarks/retrieval_speed.py
 	$(BIN)/python benchmarks/llm_throughput.py
+	$(BIN)/dvc repro -q --single-item catalog@toolbench-g1-instruction clean@toolbench-g1-instruction
+	$(BIN)/python benchmarks/reinvoke_generation_cost.py --catalog data/curated/toolbench-g1-instruction

@@ -335,9 +335,10 @@ def _preallocated_layer_class():
     """A ``DynamicLayer`` that writes new key/value states into a preallocated buffer.
 
     The stock layer appends with ``torch.cat``, i.e. copies the whole cache of every layer at every
-    decode step; with 64 rows x ~700 prompt tokens that copy costs ~3x the attention itself on CPU.
-    Here ``keys`` / ``values`` are views of a ``[batch, heads, capacity, head_dim]`` buffer (grown by
-    doubling if ever full); same values, same attention inputs, no per-step copy.
+    decode step. Here ``keys`` / ``values`` are views of a ``[batch, heads, capacity, head_dim]``
+    buffer (grown by doubling if ever full): same values, same attention inputs, no per-step copy.
+    Measured on ToolBench query-generation prompts (~485 tokens): 0.85x the generation time of the
+    stock layer with identical texts (``benchmarks/reinvoke_generation_cost.py``).
     """
     global _LAYER_CLASS
     if _LAYER_CLASS is None:

@@ -9,8 +9,9 @@ Layout: ``<root>/<fingerprint>/<shard>.npz``, each shard holding ``keys`` (sha25
 ``vectors`` (float32). A shard is written to a temporary file and renamed into place, so a killed
 writer leaves no half shard, and concurrent writers never touch the same file (duplicate keys across
 shards are harmless: the first one read wins). ``fingerprint`` identifies everything an embedding
-depends on: the encoder folder's content hash (weights, tokenizer, config), ``max_seq_length``, normalisation
-and device type. It is a cache, not an artifact: deleting the folder only costs encoding time.
+depends on: the encoder folder's content hash (weights, tokenizer, config), ``max_seq_length``,
+normalisation and device type. It is a cache, not an artifact: deleting the folder costs only
+encoding time.
 
 Numerics: sentence-transformers pads each batch to its longest text, so the same text encoded in a
 different batch can differ in the last float bits; a stored vector is the one the first encoding

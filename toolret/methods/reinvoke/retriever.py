@@ -52,7 +52,7 @@ class MemoEncoder:
         if cfg.embedding_cache_dir == "off":
             return cls(DenseRetriever(dense_config))
         from toolret.config import data_dir
-        from toolret.retrieval.embedding_store import EmbeddingStore, encoder_fingerprint
+        from toolret.retrieval.embedding_store import encoder_fingerprint
 
         root = Path(cfg.embedding_cache_dir) if cfg.embedding_cache_dir else data_dir() / "embed_cache"
         return cls(DenseRetriever(dense_config), EmbeddingStore(root, encoder_fingerprint(dense_config)))
