@@ -60,14 +60,15 @@ def main() -> None:
     sample = [prompts[i] for i in picked]
     params = dataclasses.replace(QUERY_GEN_PARAMS, n=args.n)
 
-    def run(label: str, prompts_: list) -> tuple[dict, list[str]]:
+    def run(label: str, preallocate: bool) -> tuple[dict, list[str]]:
+        gen.config = dataclasses.replace(gen.config, preallocate_kv_cache=preallocate)
         t0 = time.perf_counter()
-        outs = generate_generations(gen, prompts_, params)
+        outs = generate_generations(gen, sample, params)
         dt = time.perf_counter() - t0
         toks = sum(o.n_tokens for o in outs)
         row = {"backend": label, "seconds": round(dt, 1), "samples_per_s": round(len(outs) / dt, 3),
                "generated_tokens_per_s": round(toks / dt, 1),
-               "extrapolated_catalogue_minutes": round(dt * len(prompts) / len(prompts_) / 60, 1)}
+               "extrapolated_catalogue_minutes": round(dt * len(prompts) / len(sample) / 60, 1)}
         print(json.dumps(row), file=sys.stderr, flush=True)
         return row, [o.text for o in outs]
 
@@ -92,13 +93,9 @@ def main() -> None:
         "cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "python": platform.python_version(),
         "torch": torch.__version__, "batch_size": args.batch_size,
     }
-    ours, texts_ours = run("toolret (preallocated KV layers)", sample)
-    stock_hook = tb._preallocated
-    tb._preallocated = lambda cache, capacity: cache  # transformers' own DynamicLayer (torch.cat per step)
-    try:
-        stock, texts_stock = run("transformers DynamicLayer", sample)
-    finally:
-        tb._preallocated = stock_hook
+    ours, texts_ours = run("toolret (preallocated KV layers)", preallocate=True)
+    stock, texts_stock = run("transformers DynamicLayer", preallocate=False)  # torch.cat per step
+    gen.config = dataclasses.replace(gen.config, preallocate_kv_cache=True)
     result["runs"] = [ours, stock]
     result["ratio_toolret_over_stock_seconds"] = round(ours["seconds"] / stock["seconds"], 3)
     result["identical_outputs"] = texts_ours == texts_stock

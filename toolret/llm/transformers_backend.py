@@ -57,6 +57,7 @@ class TransformersConfig:
     max_prompt_tokens: int = 2048  # longer prompts are cut from the LEFT (keeps the instruction end)
     progress: bool = True  # tqdm bar over batches
     min_shared_prefix: int = 8  # prefill a common token prefix once per batch when at least this long
+    preallocate_kv_cache: bool = True  # K/V written into preallocated buffers (False: transformers' torch.cat layers)
 
 
 def _resolve_device(device: str) -> str:
@@ -217,7 +218,9 @@ class TransformersGenerator:
         input_ids, attn, pos_ids = input_ids.to(dev), attn.to(dev), pos_ids.to(dev)
 
         with torch.inference_mode():
-            cache = _preallocated(DynamicCache(config=self.model.config), P + S + params.max_new_tokens)
+            cache = DynamicCache(config=self.model.config)
+            if self.config.preallocate_kv_cache:
+                cache = _preallocated(cache, P + S + params.max_new_tokens)
             if P:
                 prefix = torch.tensor([uniq_ids[0][:P]], dtype=torch.long, device=dev)
                 self.model(input_ids=prefix, past_key_values=cache, use_cache=True, logits_to_keep=1)
