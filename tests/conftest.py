@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import sys
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import pytest
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# caches (LLM generations, embeddings) of the tests never land in the user's cache home
+os.environ["TOOLRET_CACHE_HOME"] = tempfile.mkdtemp(prefix="toolret-test-cache-")
 
 FIXTURES = Path(__file__).parent / "fixtures"
 if str(FIXTURES) not in sys.path:

@@ -12,20 +12,29 @@ from typing import Any
 from toolret.catalog.model import CatalogError
 
 
-def _params(args: argparse.Namespace) -> dict[str, Any]:
+def _params(args: argparse.Namespace):
+    """The validated ``params.yaml`` (``--params``) with ``--set section.key=value`` overrides."""
     from toolret.config import load_params
 
-    return load_params(getattr(args, "params", None))
+    return load_params(getattr(args, "params", None), getattr(args, "set", None))
 
 
-def _load_named(name_or_path: str, params: dict[str, Any]):
+def _load_named(name_or_path: str, params):
     from toolret.catalog.registry import load_dataset
     from toolret.config import project_dir
 
-    src, cat = params.get("source", {}), params.get("catalog", {})
-    return load_dataset(name_or_path, root=src.get("root"), beir=src.get("beir"),
-                        dev_fraction=cat.get("dev_fraction", 0.05), seed=cat.get("seed", 13),
+    return load_dataset(name_or_path, root=params.source.root, beir=params.source.beir,
+                        dev_fraction=params.catalog.dev_fraction, seed=params.catalog.seed,
                         project_dir=project_dir())
+
+
+def _catalog(args: argparse.Namespace, params):
+    """``--catalog DIR`` (a curated catalog) or ``--dataset NAME|BEIR_DIR`` (loaded from the sources)."""
+    if getattr(args, "catalog", None):
+        from toolret.catalog.io import load_catalog
+
+        return load_catalog(args.catalog)
+    return _load_named(args.dataset, params)
 
 
 def cmd_catalog_build(args: argparse.Namespace) -> None:
@@ -52,91 +61,171 @@ def cmd_catalog_clean(args: argparse.Namespace) -> None:
     print(json.dumps({k: v for k, v in report.items() if not isinstance(v, (list, dict))}))
 
 
-def _cleanup_kwargs(params: dict[str, Any]) -> dict[str, Any]:
-    from toolret.retrieval.models import resolve_encoder
-
-    p = params.get("cleanup", {})
-    model = params.get("dense", {}).get("model", "all-MiniLM-L6-v2")
+def _cleanup_kwargs(params) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
-    return {"tokenizer": AutoTokenizer.from_pretrained(str(resolve_encoder(model))),
-            "target_length": p.get("target_length", "median")}
+    from toolret.retrieval.models import resolve_encoder
+
+    return {"tokenizer": AutoTokenizer.from_pretrained(str(resolve_encoder(params.dense.model))),
+            "target_length": params.cleanup.target_length}
 
 
-def cmd_finetune(args: argparse.Namespace) -> None:
-    from toolret.catalog.io import load_catalog
-    from toolret.retrieval.finetune import finetune
-    from toolret.retrieval.registry import finetune_config
+def cmd_fit(args: argparse.Namespace) -> None:
+    """Fit one component on a catalogue; its learned artifact is written to ``--out``."""
+    from toolret.registry import BuildContext, build_component
 
-    report = finetune(load_catalog(args.catalog), args.out, finetune_config(_params(args)))
-    print(json.dumps(report, default=str))
+    params = _params(args)
+    catalog = _catalog(args, params)
+    comp = build_component(args.method, BuildContext(catalog, params, model=args.out))
+    comp.fit(catalog)
+    print(json.dumps({"dataset": catalog.name, "component": args.method, "out": args.out}))
+
+
+def cmd_rewrite(args: argparse.Namespace) -> None:
+    """Rewrite every judged query of a split with a rewriter; the outputs are written to ``--out``."""
+    from toolret.registry import BuildContext, build_component, component
+
+    params = _params(args)
+    if component(args.method).role != "rewriter":
+        raise CatalogError(f"{args.method!r} is a {component(args.method).role}, not a rewriter")
+    catalog = _catalog(args, params)
+    rewriter = build_component(args.method, BuildContext(catalog, params))
+    meta = rewriter.write_artifact(catalog, args.split, args.out)
+    print(json.dumps({"dataset": catalog.name, "component": args.method, "counts": meta.get("counts")}))
+
+
+def _doc_variants(catalog, requested: list[str] | None) -> list[str]:
+    have = catalog.doc_variants()
+    if not requested:
+        return have
+    missing = [d for d in requested if d not in have]
+    if missing:
+        raise CatalogError(f"catalog {catalog.name!r} has no {missing} documents (has {have})")
+    return list(requested)
 
 
 def cmd_index(args: argparse.Namespace) -> None:
+    """Build (fitting what is absent) and save a pipeline per document variant."""
     from tqdm import tqdm
 
     from toolret.atomic import atomic_directory
     from toolret.catalog.io import load_catalog
-    from toolret.retrieval.registry import build_retriever
+    from toolret.pipeline import build_pipeline
+    from toolret.roles import Corpus
 
     params = _params(args)
     catalog = load_catalog(args.catalog)
     with atomic_directory(args.out) as tmp:
-        for docs in tqdm(catalog.doc_variants(), desc=f"index {catalog.name}/{args.method}"):
-            retriever = build_retriever(args.method, catalog, params, args.model)
-            retriever.index(catalog.tool_ids, catalog.docs(docs))
-            retriever.save(tmp / docs)
+        for docs in tqdm(_doc_variants(catalog, args.docs), desc=f"index {catalog.name}/{args.method}"):
+            pipeline = build_pipeline(args.method, catalog, params, args.model)
+            pipeline.fit(catalog)
+            pipeline.index(Corpus.from_catalog(catalog, docs))
+            pipeline.save(tmp / docs)
+
+
+def _provenance(catalog, params, spec: str, artifacts: dict[str, str] | None = None) -> dict[str, Any]:
+    """Provenance with only the params sections the pipeline (and the evaluation) read."""
+    from toolret.evaluation import provenance
+    from toolret.registry import parse_spec
+
+    sections = ["evaluation", *parse_spec(spec).sections()]
+    dumped = params.model_dump(mode="json")
+    return provenance(catalog, {s: dumped[s] for s in sections if s in dumped}, artifacts)
+
+
+def _evaluate(pipeline, catalog, params, *, method: str, docs: str, split: str = "test",
+              ks: list[int] | None = None, artifacts: dict[str, str] | None = None):
+    from toolret.evaluation import evaluate_retriever
+
+    ev = params.evaluation
+    result, rows = evaluate_retriever(pipeline, catalog, method=method, docs=docs, ks=ks or ev.ks, k_max=ev.k_max,
+                                      split=split, bootstrap_samples=ev.bootstrap_samples, seed=ev.seed,
+                                      provenance=_provenance(catalog, params, method, artifacts))
+    stats = {c.name: c.stats for c in pipeline.components if getattr(c, "stats", None)}
+    if stats:
+        result["components"] = stats
+    return result, rows
 
 
 def cmd_evaluate_index(args: argparse.Namespace) -> None:
     from toolret.atomic import atomic_directory
     from toolret.catalog.io import load_catalog
-    from toolret.evaluation import evaluate_retriever, provenance, write_result
-    from toolret.retrieval.registry import load_index
+    from toolret.evaluation import write_result
+    from toolret.pipeline import Pipeline
     from toolret.tracking.provenance import sha256_tree
 
     params = _params(args)
-    ev = params.get("evaluation", {})
     catalog = load_catalog(args.catalog)
-    with atomic_directory(args.out) as tmp:
+    out = Path(args.out)
+    with atomic_directory(out) as tmp:
         for variant_dir in sorted(p for p in Path(args.index).iterdir() if p.is_dir()):
-            retriever = load_index(variant_dir)
-            prov = provenance(catalog, params, {"catalog": sha256_tree(args.catalog), "index": sha256_tree(variant_dir)})
-            result, rows = evaluate_retriever(retriever, catalog, method=retriever.name, docs=variant_dir.name,
-                                              ks=ev.get("ks", [1, 3, 5, 10]), k_max=ev.get("k_max", 100),
-                                              bootstrap_samples=ev.get("bootstrap_samples", 1000),
-                                              seed=ev.get("seed", 13), provenance=prov)
-            write_result(result, rows, tmp / f"{variant_dir.name}.json")
-            print(json.dumps({"dataset": catalog.name, "method": retriever.name, "docs": variant_dir.name,
+            pipeline = Pipeline.load(variant_dir)
+            result, rows = _evaluate(pipeline, catalog, params, method=pipeline.name, docs=variant_dir.name,
+                                     artifacts={"catalog": sha256_tree(args.catalog), "index": sha256_tree(variant_dir)})
+            name = f"{variant_dir.name}.json"
+            write_result(result, rows, tmp / name, run_info_to=out / name)
+            print(json.dumps({"dataset": catalog.name, "method": pipeline.name, "docs": variant_dir.name,
                               **{m: round(v, 4) for m, v in result["metrics"].items() if m.endswith("@5")}}))
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    from toolret.evaluation import evaluate_retriever, provenance, write_result
-    from toolret.retrieval.registry import build_retriever
+    """One pipeline on one dataset end to end (fitting what is absent)."""
+    from toolret.evaluation import write_result
+    from toolret.pipeline import build_pipeline
+    from toolret.roles import Corpus
 
     params = _params(args)
-    ev = params.get("evaluation", {})
-    ks = [int(k) for k in args.k.split(",")] if args.k else ev.get("ks", [1, 3, 5, 10])
+    ks = [int(k) for k in args.k.split(",")] if args.k else None
     catalog = _load_named(args.dataset, params)
     if args.docs == "cleaned":
         from toolret.catalog.cleanup import clean_catalog
 
         catalog, _ = clean_catalog(catalog, **_cleanup_kwargs(params))
-    documents = catalog.docs(args.docs)
     t0 = time.perf_counter()
-    retriever = build_retriever(args.method, catalog, params, args.model)
-    retriever.index(catalog.tool_ids, documents)
+    pipeline = build_pipeline(args.method, catalog, params, args.model)
+    pipeline.fit(catalog)
+    pipeline.index(Corpus.from_catalog(catalog, args.docs))
     index_s = time.perf_counter() - t0
-    result, rows = evaluate_retriever(retriever, catalog, method=args.method, docs=args.docs, ks=ks,
-                                      k_max=ev.get("k_max", 100), split=args.split,
-                                      bootstrap_samples=ev.get("bootstrap_samples", 1000), seed=ev.get("seed", 13),
-                                      provenance=provenance(catalog, params))
+    result, rows = _evaluate(pipeline, catalog, params, method=args.method, docs=args.docs, split=args.split, ks=ks)
     result["index_build_s"] = index_s
-    out, per_query = write_result(result, rows, args.output)
+    out, _ = write_result(result, rows, args.output)
     print(json.dumps({"dataset": result["dataset"], "method": args.method, "docs": args.docs,
                       "n_queries": result["n_queries"],
                       "metrics": {m: round(v, 4) for m, v in result["metrics"].items()}, "output": str(out)}, indent=1))
+
+
+def cmd_evaluate_grid(args: argparse.Namespace) -> None:
+    """Every row of a params grid (``section.key`` -> {name: {method, set, baseline}}), paired tests vs baselines."""
+    from toolret.atomic import atomic_directory
+    from toolret.catalog.io import load_catalog
+    from toolret.config import apply_overrides
+    from toolret.evaluation import grid_summary, write_result
+    from toolret.pipeline import build_pipeline
+    from toolret.roles import Corpus
+
+    params = _params(args)
+    grid = params
+    for part in args.grid.split("."):
+        grid = getattr(grid, part, None)
+        if grid is None:
+            raise CatalogError(f"--grid {args.grid!r}: no such params key")
+    catalog = load_catalog(args.catalog)
+    out = Path(args.out)
+    results: dict[str, tuple[dict, list]] = {}
+    with atomic_directory(out) as tmp:
+        for name, variant in grid.items():
+            p = apply_overrides(params, variant.set) if variant.set else params
+            pipeline = build_pipeline(variant.method, catalog, p)
+            pipeline.index(Corpus.from_catalog(catalog, args.docs))
+            result, rows = _evaluate(pipeline, catalog, p, method=f"{variant.method}[{name}]", docs=args.docs)
+            result["grid"] = {"name": name, **variant.model_dump()}
+            write_result(result, rows, tmp / f"{name}.json", run_info_to=out / f"{name}.json")
+            results[name] = (result, rows)
+            print(json.dumps({"dataset": catalog.name, "variant": name,
+                              **{m: round(v, 4) for m, v in result["metrics"].items() if m.endswith("@5")}}), flush=True)
+        from toolret.atomic import write_json
+
+        write_json(tmp / "summary.json", grid_summary(catalog.name, args.grid, grid, results))
 
 
 def cmd_report(args: argparse.Namespace) -> None:
@@ -160,11 +249,41 @@ def cmd_report(args: argparse.Namespace) -> None:
     print(text)
 
 
+def cmd_report_ablations(args: argparse.Namespace) -> None:
+    """The ablation report of a grid (``docs/<method>_ablations.md``), written by the method's report hook."""
+    from toolret.registry import report_hook
+
+    params = _params(args)
+    out = report_hook(args.method)(Path(args.runs), args.datasets, Path(args.out), params=params, notes=args.notes)
+    print(f"wrote {out}")
+
+
+def cmd_stages(args: argparse.Namespace) -> None:
+    """Write ``dvc.yaml`` from the registry's stage templates (``--check``: fail if it is out of date)."""
+    from toolret.stages import render_dvc_yaml, write_dvc_yaml
+
+    params = _params(args)
+    if args.check:
+        current = Path(args.out).read_text(encoding="utf-8") if Path(args.out).is_file() else ""
+        if current != render_dvc_yaml(params):
+            raise CatalogError(f"{args.out} is out of date with the registry / params.yaml: run `toolret stages`")
+        print(f"{args.out} is up to date")
+        return
+    changed = write_dvc_yaml(args.out, params)
+    print(f"{'wrote' if changed else 'unchanged'} {args.out}")
+
+
 def cmd_datasets(args: argparse.Namespace) -> None:
     from toolret.catalog.registry import DATASETS
-    from toolret.retrieval.registry import available_methods
+    from toolret.registry import components, pipelines
 
-    print(json.dumps({"datasets": DATASETS, "methods": available_methods()}, indent=1))
+    print(json.dumps({
+        "datasets": DATASETS,
+        "pipelines": {n: {"components": spec.components, "description": d} for n, (spec, d) in pipelines().items()},
+        "components": {role: [f"{c.name}: {c.description}" for c in components(role)]
+                       for role in ("rewriter", "retriever", "reranker")},
+        "compose": "[rewriter+]retriever[+reranker...], e.g. reinvoke-intents+bm25",
+    }, indent=1))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -182,38 +301,79 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--out", required=True)
     c.set_defaults(func=cmd_catalog_clean)
 
-    f = sub.add_parser("finetune", help="fine-tune the dense encoder on a catalog's train split")
-    f.add_argument("--catalog", required=True)
-    f.add_argument("--out", required=True)
-    f.set_defaults(func=cmd_finetune)
+    def overrides(sp):
+        sp.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
+                        help="override a params.yaml value, e.g. --set bm25.k1=0.9 (repeatable)")
 
-    i = sub.add_parser("index", help="build a method's index for every document variant of a catalog")
+    def source(sp, required=True):
+        g = sp.add_mutually_exclusive_group(required=required)
+        g.add_argument("--catalog", help="curated catalog directory")
+        g.add_argument("--dataset", help="dataset name or BEIR directory (loaded from the sources)")
+
+    f = sub.add_parser("fit", help="fit one component on a catalogue (dense-ft training, Re-Invoke query generation ...)")
+    source(f)
+    f.add_argument("--method", required=True, help="component name")
+    f.add_argument("--out", required=True, help="the component's learned artifact")
+    overrides(f)
+    f.set_defaults(func=cmd_fit)
+
+    w = sub.add_parser("rewrite", help="rewrite a split's queries with a rewriter and store the outputs")
+    source(w)
+    w.add_argument("--method", required=True, help="rewriter name")
+    w.add_argument("--split", default="test")
+    w.add_argument("--out", required=True)
+    overrides(w)
+    w.set_defaults(func=cmd_rewrite)
+
+    method_help = "a pipeline or component name, or [rewriter+]retriever[+reranker...] (see `toolret datasets`)"
+    i = sub.add_parser("index", help="build and save a pipeline for every document variant of a catalog")
     i.add_argument("--catalog", required=True)
-    i.add_argument("--method", required=True)
+    i.add_argument("--method", required=True, help=method_help)
     i.add_argument("--model", help="dense: encoder name or folder; dense-ft: the fine-tune artifact directory")
+    i.add_argument("--docs", nargs="*", help="document variants (default: all the catalog has)")
     i.add_argument("--out", required=True)
+    overrides(i)
     i.set_defaults(func=cmd_index)
 
-    e = sub.add_parser("evaluate-index", help="evaluate saved indexes (one JSON per document variant)")
+    e = sub.add_parser("evaluate-index", help="evaluate saved pipelines (one JSON per document variant)")
     e.add_argument("--catalog", required=True)
     e.add_argument("--index", required=True)
     e.add_argument("--out", required=True)
+    overrides(e)
     e.set_defaults(func=cmd_evaluate_index)
 
-    ev = sub.add_parser("evaluate", help="evaluate one method on one dataset end to end")
+    ev = sub.add_parser("evaluate", help="evaluate one pipeline on one dataset end to end")
     ev.add_argument("--dataset", required=True, help="dataset name or BEIR directory")
-    ev.add_argument("--method", required=True)
+    ev.add_argument("--method", required=True, help=method_help)
     ev.add_argument("--k", help="comma-separated cutoffs, e.g. 1,3,5,10")
     ev.add_argument("--docs", default="original", choices=["original", "cleaned", "human"])
     ev.add_argument("--split", default="test")
     ev.add_argument("--model", help="dense: encoder name or folder; dense-ft: fine-tune artifact directory "
                     "(default data/models/<dataset>/dense-ft, trained if absent)")
     ev.add_argument("--output", required=True)
+    overrides(ev)
     ev.set_defaults(func=cmd_evaluate)
 
-    from toolret.methods.reinvoke.cli import add_subcommands as add_reinvoke
+    g = sub.add_parser("evaluate-grid", help="evaluate every row of a params grid (e.g. reinvoke.ablations)")
+    g.add_argument("--catalog", required=True)
+    g.add_argument("--grid", required=True, help="params key of the grid, e.g. reinvoke.ablations")
+    g.add_argument("--docs", default="original")
+    g.add_argument("--out", required=True)
+    overrides(g)
+    g.set_defaults(func=cmd_evaluate_grid)
 
-    add_reinvoke(sub)
+    ra = sub.add_parser("report-ablations", help="a method's ablation report from its grid runs")
+    ra.add_argument("--method", required=True, help="method with a report hook, e.g. reinvoke")
+    ra.add_argument("--runs", default="data/runs")
+    ra.add_argument("--datasets", nargs="+", required=True)
+    ra.add_argument("--out", required=True)
+    ra.add_argument("--notes", help="a markdown file whose text is appended to the report")
+    ra.set_defaults(func=cmd_report_ablations)
+
+    st = sub.add_parser("stages", help="write dvc.yaml from the registry's stage templates")
+    st.add_argument("--out", default="dvc.yaml")
+    st.add_argument("--check", action="store_true", help="fail if dvc.yaml is out of date")
+    st.set_defaults(func=cmd_stages)
 
     r = sub.add_parser("report", help="markdown comparison tables of every evaluated dataset")
     r.add_argument("--runs", default="data/runs")

@@ -1,4 +1,16 @@
-"""Project paths and ``params.yaml``: the one parameter file shared by DVC, Dagster, MLflow and the CLI."""
+"""Project paths and ``params.yaml``: the one parameter file shared by DVC, Dagster, MLflow and the CLI.
+
+Every section of ``params.yaml`` is a pydantic model with ``extra="forbid"``; the models are the single
+source of defaults. Core sections are declared here; each registered component (``toolret.registry``)
+brings its own section model (``bm25:`` -> :class:`toolret.retrieval.bm25.BM25Config`, ``reinvoke:`` ->
+:class:`toolret.methods.reinvoke.config.ReInvokeSection` ...). :func:`load_params` validates the file:
+an unknown or mistyped key is a :class:`ConfigError` naming the key and the file.
+
+Example:
+    >>> p = validate_params({"bm25": {"k1": 0.9}})
+    >>> p.bm25.k1, p.bm25.b
+    (0.9, 0.75)
+"""
 
 from __future__ import annotations
 
@@ -6,7 +18,118 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from toolret.catalog.model import CatalogError
+
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+
+
+class ConfigError(CatalogError):
+    """A parameter file (or override) that does not validate; the message names the key and the file."""
+
+
+class StrictModel(BaseModel):
+    """Base of every config section: unknown keys are errors, instances are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def replace(self, **changes: Any):
+        """A validated copy with ``changes`` applied (unknown keys are errors)."""
+        return type(self).model_validate({**self.model_dump(), **changes})
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class SourceConfig(StrictModel):
+    root: str = "../shared/datasets"  # raw datasets, verified against MANIFEST.tsv ($TOOLRET_DATA_SOURCE wins)
+    beir: dict[str, str] = Field(default_factory=dict)  # extra user catalogues: name -> BEIR directory
+
+
+class CatalogConfig(StrictModel):
+    dev_fraction: float = Field(0.05, ge=0, lt=1)  # dev split carved from train (never from test)
+    seed: int = 13
+
+
+class CleanupConfig(StrictModel):
+    target_length: str | int = "median"  # bring docs near the catalogue's median token count
+
+
+class EvaluationConfig(StrictModel):
+    ks: list[int] = Field(default_factory=lambda: [1, 3, 5, 10])
+    k_max: int = 100
+    bootstrap_samples: int = 1000
+    seed: int = 13
+
+
+class StorageConfig(StrictModel):
+    """Where caches and the default DVC remote live: outside the work tree, so a fresh checkout on the
+    same machine reuses them. Empty = ``$TOOLRET_CACHE_HOME`` or ``$XDG_CACHE_HOME/toolret`` or
+    ``~/.cache/toolret``."""
+
+    cache_home: str = ""
+
+
+class GridVariant(StrictModel):
+    """One row of an evaluation grid (``toolret evaluate-grid``): a pipeline, params overrides, and the
+    row it is paired-tested against."""
+
+    method: str
+    set: dict[str, Any] = Field(default_factory=dict)  # "section.key" -> value, e.g. {"reinvoke.n_queries": 1}
+    baseline: str | None = None
+
+
+class CoreParams(StrictModel):
+    """Sections every project has; component sections are added by :func:`params_model`."""
+
+    source: SourceConfig = Field(default_factory=SourceConfig)
+    datasets: list[str] = Field(default_factory=list)
+    finetune_datasets: list[str] = Field(default_factory=list)  # datasets with a train split to learn on
+    methods: list[str] = Field(default_factory=lambda: ["bm25", "dense"])  # evaluated on every dataset
+    catalog: CatalogConfig = Field(default_factory=CatalogConfig)
+    cleanup: CleanupConfig = Field(default_factory=CleanupConfig)
+    evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+
+
+_MODELS: dict[tuple, type[CoreParams]] = {}
+
+
+def params_model() -> type[CoreParams]:
+    """``CoreParams`` plus one field per registered component config section (and its
+    ``<section>_datasets`` list where the component has per-dataset stages)."""
+    from toolret.registry import config_sections
+
+    sections = config_sections()
+    key = tuple(sorted((name, id(model), staged) for name, (model, staged) in sections.items()))
+    if key not in _MODELS:
+        fields: dict[str, Any] = {}
+        for name, (model, staged) in sections.items():
+            fields[name] = (model, Field(default_factory=model))
+            if staged:
+                fields[f"{name}_datasets"] = (list[str], Field(default_factory=list))
+        _MODELS[key] = create_model("Params", __base__=CoreParams, **fields)
+    return _MODELS[key]
+
+
+def _format_error(err: ValidationError, source: str) -> str:
+    lines = []
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"])
+        if e["type"] == "extra_forbidden":
+            lines.append(f"{source}: unknown key {key!r}")
+        else:
+            lines.append(f"{source}: key {key!r}: {e['msg']} (got {e.get('input')!r})")
+    return "\n".join(lines)
+
+
+def validate_params(data: dict[str, Any] | None, source: str = "params") -> CoreParams:
+    """Validate a params mapping; a :class:`ConfigError` names every bad key and ``source``."""
+    try:
+        return params_model().model_validate(data or {})
+    except ValidationError as e:
+        raise ConfigError(_format_error(e, source)) from None
 
 
 def project_dir() -> Path:
@@ -19,14 +142,64 @@ def project_dir() -> Path:
     return cwd if (cwd / "params.yaml").is_file() else PACKAGE_ROOT
 
 
-def load_params(path: str | Path | None = None) -> dict[str, Any]:
-    """Read ``params.yaml`` (default: the project's); empty dict if absent."""
+def read_params_file(path: str | Path | None = None) -> tuple[dict[str, Any], Path]:
+    """The raw mapping of ``params.yaml`` (default: the project's; ``{}`` if absent) and its path."""
     import yaml
 
     path = Path(path) if path else project_dir() / "params.yaml"
     if not path.is_file():
-        return {}
-    return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        return {}, path
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    return data, path
+
+
+def load_params(path: str | Path | None = None, overrides: list[str] | None = None) -> CoreParams:
+    """Read and validate ``params.yaml`` (default: the project's), then apply ``section.key=value``
+    overrides (``--set`` on the command line). Unknown keys are errors naming the key and the file."""
+    data, path = read_params_file(path)
+    params = validate_params(data, str(path))
+    return apply_overrides(params, overrides) if overrides else params
+
+
+def apply_overrides(params: CoreParams, overrides: list[str] | dict[str, Any]) -> CoreParams:
+    """``["reinvoke.n_queries=5", "bm25.k1=0.9"]`` (YAML values) or ``{"reinvoke.n_queries": 5}``."""
+    import yaml
+
+    pairs: dict[str, Any] = {}
+    if isinstance(overrides, dict):
+        pairs = dict(overrides)
+    else:
+        for pair in overrides:
+            if "=" not in pair:
+                raise ConfigError(f"override {pair!r} is not section.key=value")
+            key, value = pair.split("=", 1)
+            pairs[key.strip()] = yaml.safe_load(value)
+    data = params.model_dump()
+    for key, value in pairs.items():
+        parts = key.split(".")
+        node = data
+        for p in parts[:-1]:
+            if not isinstance(node.get(p), dict):
+                raise ConfigError(f"override {key!r}: {p!r} is not a section of params")
+            node = node[p]
+        node[parts[-1]] = value
+    return validate_params(data, "overrides " + ", ".join(sorted(pairs)))
+
+
+def cache_home(params: CoreParams | None = None) -> Path:
+    """The machine-wide cache root (LLM generations, embeddings, the default DVC remote): outside the
+    work tree, so it survives a fresh checkout. ``params.storage.cache_home``, else
+    ``$TOOLRET_CACHE_HOME``, else ``$XDG_CACHE_HOME/toolret``, else ``~/.cache/toolret``."""
+    configured = params.storage.cache_home if params is not None else ""
+    root = (configured or os.environ.get("TOOLRET_CACHE_HOME")
+            or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "toolret"))
+    path = Path(root)
+    return path if path.is_absolute() else (project_dir() / path).resolve()
 
 
 def data_dir() -> Path:

@@ -18,7 +18,8 @@ import numpy as np
 
 from toolret.atomic import atomic_path, write_json
 from toolret.catalog.model import Catalog, CatalogError
-from toolret.retrieval.base import Ranking, Retriever
+from toolret.retrieval.base import Ranking
+from toolret.roles import Retriever
 
 LATENCY_SAMPLE = 100  # queries timed one at a time for p50/p95 latency
 
@@ -50,8 +51,16 @@ def score_ranking(ranking: Ranking, catalog: Catalog, ks: Sequence[int], bootstr
     qids, per_query = per_query_metrics(ranked, gold, ks)
     metrics = aggregate(per_query)
     cis = bootstrap_cis(per_query, n_samples=bootstrap_samples, seed=seed)
-    rows = [{"query_id": q, **{m: float(v[i]) for m, v in per_query.items()},
-             "ranked": ranked[q][:10], "gold": sorted(gold[q])} for i, q in enumerate(qids)]
+    text = {q.id: q.text for q in catalog.queries}
+
+    def name(tool_id: str) -> str:
+        tool = catalog.tools[catalog.tool_position(tool_id)]
+        return f"{tool.tool}/{tool.name}" if tool.tool and tool.tool != tool.name else tool.name
+
+    rows = [{"query_id": q, "query": text.get(q, ""), **{m: float(v[i]) for m, v in per_query.items()},
+             "ranked": ranked[q][:10], "gold": sorted(gold[q]),
+             "gold_names": [name(t) for t in sorted(gold[q])],
+             "top5_names": [name(t) for t in ranked[q][:5]]} for i, q in enumerate(qids)]
     return {"n_queries": len(qids), "metrics": metrics, "ci95": {m: list(map(float, ci)) for m, ci in cis.items()}}, rows
 
 
@@ -75,10 +84,62 @@ def evaluate_retriever(retriever: Retriever, catalog: Catalog, *, method: str, d
     return result, rows
 
 
-def write_result(result: dict[str, Any], rows: list[dict[str, Any]], output: str | Path) -> tuple[Path, Path]:
-    """Write ``output`` (JSON) and ``<output stem>.per_query.jsonl`` atomically."""
+# Fields of a result that change from one run of the same inputs to the next (timings, the git sha,
+# the full params dump). DVC-tracked results keep them out of the JSON, in the run-info sidecar.
+VOLATILE_KEYS = ("latency_ms", "batch_search_s", "index_build_s")
+VOLATILE_PROVENANCE_KEYS = ("git_sha", "params")
+
+
+def run_info_path(artifact: str | Path) -> Path:
+    """The untracked run-info sidecar of an artifact (timings, git sha, params, cache hits).
+
+    ``<project>/data/<rest>`` -> ``<project>/data/run_info/<rest>`` (outside every DVC output, so it never
+    changes an output's md5), e.g. ``data/runs/<ds>/<method>/<docs>.json`` ->
+    ``data/run_info/runs/<ds>/<method>/<docs>.json``; a file outside a ``data/`` folder ->
+    ``<stem>.run_info.json`` beside it.
+    """
+    p = Path(artifact).resolve()
+    parts = p.parts
+    for i in range(len(parts) - 2, 0, -1):
+        if parts[i] == "data":
+            if len(parts) > i + 1 and parts[i + 1] == "run_info":
+                return p
+            name = parts[-1] if parts[-1].endswith(".json") else parts[-1] + ".json"
+            return Path(*parts[:i + 1], "run_info", *parts[i + 1:-1], name)
+    return p.with_name(p.name.removesuffix(".json") + ".run_info.json")
+
+
+def split_volatile(result: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(deterministic result, run info)``: timings, git sha and params move to the run info."""
+    stable = {k: v for k, v in result.items() if k not in VOLATILE_KEYS}
+    info = {k: result[k] for k in VOLATILE_KEYS if k in result}
+    prov = dict(result.get("provenance") or {})
+    info["provenance"] = {k: prov.pop(k) for k in VOLATILE_PROVENANCE_KEYS if k in prov}
+    stable["provenance"] = prov
+    return stable, info
+
+
+def load_run_info(result_json: str | Path) -> dict[str, Any]:
+    """The sidecar of a result (``{}`` when absent, e.g. after ``dvc pull`` on a fresh clone)."""
+    path = run_info_path(result_json)
+    if not path.is_file():
+        return {}
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def write_result(result: dict[str, Any], rows: list[dict[str, Any]], output: str | Path, *,
+                 run_info_to: str | Path | None = None) -> tuple[Path, Path]:
+    """Write ``output`` (JSON) and ``<output stem>.per_query.jsonl`` atomically.
+
+    With ``run_info_to`` (the result's final path, for outputs first written into a temporary
+    directory) the volatile fields go to :func:`run_info_path` of it instead of into the JSON, so the
+    JSON depends only on the inputs (a DVC output re-run gives the same md5).
+    """
     output = Path(output)
     per_query = output.with_name(output.name.removesuffix(".json") + ".per_query.jsonl")
+    if run_info_to is not None:
+        result, info = split_volatile(result)
+        write_json(run_info_path(run_info_to), info)
     with atomic_path(per_query) as tmp:
         tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     write_json(output, result)
@@ -96,3 +157,27 @@ def provenance(catalog: Catalog, params: dict[str, Any], artifacts: dict[str, st
         "dataset_source": catalog.provenance.get("source"),
         "artifact_versions": artifacts or {},
     }
+
+
+GRID_TEST_METRICS = ("ndcg@5", "recall@5", "comp@5")
+
+
+def grid_summary(dataset: str, grid_key: str, grid: dict[str, Any],
+                 results: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, Any]:
+    """Metrics, CIs and component stats of every grid row, each paired-tested (randomization test,
+    seeded) against its ``baseline`` row on the same queries."""
+    from toolret.metrics import paired_test
+
+    per_query = {name: {m: np.array([r[m] for r in rows]) for m in GRID_TEST_METRICS if rows and m in rows[0]}
+                 for name, (_, rows) in results.items()}
+    out: dict[str, Any] = {"dataset": dataset, "grid": grid_key, "variants": {}}
+    for name, (result, _) in results.items():
+        variant = grid[name]
+        row = {"method": variant.method, "set": dict(variant.set), "baseline": variant.baseline,
+               "metrics": result["metrics"], "ci95": result["ci95"], "components": result.get("components", {})}
+        base = variant.baseline
+        if base and base != name and base in per_query:
+            row["vs_baseline"] = {m: {**paired_test(per_query[name][m], per_query[base][m], method="randomization",
+                                                    seed=13), "baseline": base} for m in per_query[name]}
+        out["variants"][name] = row
+    return out

@@ -59,7 +59,7 @@ def test_finetune_selects_on_dev_and_resumes_after_kill(fixture_catalog_dir, tmp
     code = ("import sys; from toolret.catalog.loaders.beir import load_beir; "
             "from toolret.catalog.registry import carve_dev_split; "
             "from toolret.retrieval.finetune import FinetuneConfig, finetune; "
-            f"finetune(carve_dev_split(load_beir(sys.argv[1]), 0.2, seed=0), sys.argv[2], FinetuneConfig(**{config.__dict__!r}))")
+            f"finetune(carve_dev_split(load_beir(sys.argv[1]), 0.2, seed=0), sys.argv[2], FinetuneConfig(**{config.model_dump()!r}))")
     proc = subprocess.Popen([sys.executable, "-c", code, str(fixture_catalog_dir), str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     work_dirs = lambda: list(tmp_path.glob(".ft.work-*"))  # noqa: E731

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from toolret.retrieval.base import Retriever
+from toolret.roles import Retriever
 from toolret.retrieval.bm25 import BM25Retriever
 
 DOCS = [

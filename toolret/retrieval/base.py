@@ -1,11 +1,9 @@
-"""The retriever protocol every method implements, and the :class:`Ranking` it returns."""
+"""The :class:`Ranking` every retriever returns (the role protocols live in :mod:`toolret.roles`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -41,23 +39,6 @@ class Ranking:
                 self.tool_ids[i]: float(s) for i, s in zip(self.indices[r], self.scores[r]) if i >= 0
             }
         return run
-
-
-@runtime_checkable
-class Retriever(Protocol):
-    """Index a list of tool documents once, then search batches of queries.
-
-    Implementations: :class:`toolret.retrieval.bm25.BM25Retriever`,
-    :class:`toolret.retrieval.dense.DenseRetriever`, and every method's retriever.
-    """
-
-    name: str
-
-    def index(self, tool_ids: Sequence[str], documents: Sequence[str]) -> None: ...
-
-    def search(self, queries: Sequence[str], k: int, query_ids: Sequence[str] | None = None) -> Ranking: ...
-
-    def save(self, path: str | Path) -> None: ...
 
 
 def default_query_ids(n: int, query_ids: Sequence[str] | None) -> list[str]:

@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
 from toolret.atomic import atomic_directory
+from toolret.config import StrictModel
 from toolret.retrieval.base import Ranking, default_query_ids
 
 
-@dataclass(frozen=True)
-class BM25Config:
+class BM25Config(StrictModel):
+    """``params.yaml: bm25`` (bm25s defaults of the Lucene variant)."""
+
     k1: float = 1.2
     b: float = 0.75
     stopwords: str | None = "en"
-    method: str = "lucene"
+    method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = "lucene"
 
 
 class BM25Retriever:
@@ -37,6 +39,9 @@ class BM25Retriever:
         self.config = config or BM25Config()
         self._model = None
         self.tool_ids: list[str] = []
+
+    def fit(self, catalog) -> None:
+        """Unsupervised: nothing to learn."""
 
     def _tokenize(self, texts: Sequence[str]):
         import bm25s
@@ -60,16 +65,19 @@ class BM25Retriever:
         return Ranking(default_query_ids(len(queries), query_ids), self.tool_ids, indices, scores)
 
     def save(self, path: str | Path) -> None:
+        from toolret.registry import write_component_meta
+
         with atomic_directory(path) as tmp:
             self._model.save(str(tmp / "bm25s"))
-            (tmp / "index.json").write_text(json.dumps(
-                {"retriever": self.name, "config": asdict(self.config), "tool_ids": self.tool_ids}), encoding="utf-8")
+            write_component_meta(tmp, self.name, config=self.config.to_dict(), tool_ids=self.tool_ids)
 
     @classmethod
     def load(cls, path: str | Path) -> BM25Retriever:
         import bm25s
 
-        meta = json.loads((Path(path) / "index.json").read_text(encoding="utf-8"))
+        from toolret.registry import COMPONENT_FILE
+
+        meta = json.loads((Path(path) / COMPONENT_FILE).read_text(encoding="utf-8"))
         r = cls(BM25Config(**meta["config"]))
         r.tool_ids = meta["tool_ids"]
         r._model = bm25s.BM25.load(str(Path(path) / "bm25s"))

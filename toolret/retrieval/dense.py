@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from toolret.atomic import atomic_directory
+from toolret.config import StrictModel
 from toolret.retrieval.base import Ranking, default_query_ids
 
 
-@dataclass(frozen=True)
-class DenseConfig:
+class DenseConfig(StrictModel):
+    """``params.yaml: dense``: the bi-encoder (a packaged model name or a local folder)."""
+
     model: str = "all-MiniLM-L6-v2"
     batch_size: int = 64
     max_seq_length: int = 256
-    device: str = "cpu"
+    device: str = "cpu"  # cuda on a GPU machine
     normalize: bool = True
 
 
@@ -35,6 +36,9 @@ class DenseRetriever:
         self._encoder = encoder
         self._index = None
         self.tool_ids: list[str] = []
+
+    def fit(self, catalog) -> None:
+        """Zero-shot: nothing to learn (``dense-ft`` is the fine-tuned variant)."""
 
     @property
     def encoder(self):
@@ -73,16 +77,19 @@ class DenseRetriever:
     def save(self, path: str | Path) -> None:
         import faiss
 
+        from toolret.registry import write_component_meta
+
         with atomic_directory(path) as tmp:
             faiss.write_index(self._index, str(tmp / "faiss.index"))
-            (tmp / "index.json").write_text(json.dumps(
-                {"retriever": self.name, "config": asdict(self.config), "tool_ids": self.tool_ids}), encoding="utf-8")
+            write_component_meta(tmp, self.name, config=self.config.to_dict(), tool_ids=self.tool_ids)
 
     @classmethod
     def load(cls, path: str | Path, encoder=None) -> DenseRetriever:
         import faiss
 
-        meta = json.loads((Path(path) / "index.json").read_text(encoding="utf-8"))
+        from toolret.registry import COMPONENT_FILE
+
+        meta = json.loads((Path(path) / COMPONENT_FILE).read_text(encoding="utf-8"))
         r = cls(DenseConfig(**meta["config"]), encoder=encoder)
         r.tool_ids = meta["tool_ids"]
         r._index = faiss.read_index(str(Path(path) / "faiss.index"))

@@ -61,6 +61,6 @@ def fake_generator_cls():
 
 @pytest.fixture
 def bow_encoder():
-    from toolret.methods.reinvoke.retriever import MemoEncoder
+    from toolret.methods.reinvoke.components import MemoEncoder
 
     return MemoEncoder(BagOfWordsEncoder())

@@ -1,4 +1,5 @@
-"""Expansion texts and copy aggregation arithmetic; the retriever's mean/max on a tiny case."""
+"""Expansion texts and copy aggregation arithmetic; the expanded index's mean/max on a tiny case; the
+ablation identities (one intent per query = the retriever alone; no parsed query = the backbone)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from toolret.methods.reinvoke.expansion import (
     build_copies,
     expanded_text,
 )
-from toolret.methods.reinvoke.retriever import ReInvokeRetriever
+from toolret.methods.reinvoke.components import IntentRewriter, ReInvokeIndex
+from toolret.pipeline import Pipeline
 
 
 def test_append_and_synthetic_only_texts():
@@ -51,53 +53,89 @@ def _records(queries_per_tool):
             for t, qs in queries_per_tool.items() for j, q in enumerate(qs)]
 
 
-def test_retriever_mean_vs_max_and_synthetic_only(bow_encoder):
+def test_index_mean_vs_max_and_synthetic_only(bow_encoder):
     ids = ["a", "b"]
     docs = ["weather forecast", "movie search"]
     synth = _records({"a": ["rain tomorrow", "storm alert"], "b": ["film cast", "rain film"]})
-    r_mean = ReInvokeRetriever(ReInvokeConfig(intent_extractor=False, n_queries=2), synthetic=synth,
-                               encoder=bow_encoder)
+    r_mean = ReInvokeIndex(ReInvokeConfig(n_queries=2), "dense", synthetic=synth, encoder=bow_encoder)
     r_mean.index(ids, docs)
+    assert r_mean.stats["n_copies"] == 4
     emb = bow_encoder.encode(["Documentation: weather forecast Query: rain tomorrow",
                               "Documentation: weather forecast Query: storm alert",
                               "Documentation: movie search Query: film cast",
                               "Documentation: movie search Query: rain film"])
     q = bow_encoder.encode(["rain film"])
     sims = (q @ emb.T)[0]
-    got = r_mean._backbone.tool_scores(["rain film"])[0]
-    np.testing.assert_allclose(got, [sims[:2].mean(), sims[2:].mean()], rtol=1e-5)
-    r_max = ReInvokeRetriever(ReInvokeConfig(intent_extractor=False, n_queries=2, aggregation="max"),
-                              synthetic=synth, encoder=bow_encoder)
+    got, _ = r_mean.tool_scores_and_order(["rain film"])
+    np.testing.assert_allclose(got[0], [sims[:2].mean(), sims[2:].mean()], rtol=1e-5)
+    r_max = ReInvokeIndex(ReInvokeConfig(n_queries=2, aggregation="max"), "dense", synthetic=synth,
+                          encoder=bow_encoder)
     r_max.index(ids, docs)
-    np.testing.assert_allclose(r_max._backbone.tool_scores(["rain film"])[0], [sims[:2].max(), sims[2:].max()],
-                               rtol=1e-5)
-    r_syn = ReInvokeRetriever(ReInvokeConfig(intent_extractor=False, n_queries=1, expansion="synthetic_only"),
-                              synthetic=synth, encoder=bow_encoder)
+    got_max, _ = r_max.tool_scores_and_order(["rain film"])
+    np.testing.assert_allclose(got_max[0], [sims[:2].max(), sims[2:].max()], rtol=1e-5)
+    # the search scores are those aggregated similarities, best first
+    ranking = r_max.search(["rain film"], 2)
+    assert ranking.ranked_ids(0) == ["b", "a"]
+    np.testing.assert_allclose(ranking.scores[0], [sims[2:].max(), sims[:2].max()], rtol=1e-5)
+    r_syn = ReInvokeIndex(ReInvokeConfig(n_queries=1, expansion="synthetic_only"), "dense", synthetic=synth,
+                          encoder=bow_encoder)
     r_syn.index(ids, docs)
     assert r_syn.stats["n_copies"] == 2  # first query of each tool only
     # copies are the queries alone: the document's words match nothing, the first query's words do
-    np.testing.assert_allclose(r_syn._backbone.tool_scores(["movie search"])[0], [0.0, 0.0], atol=1e-7)
+    got_syn, _ = r_syn.tool_scores_and_order(["movie search"])
+    np.testing.assert_allclose(got_syn[0], [0.0, 0.0], atol=1e-7)
     assert r_syn.search(["film"], 2).ranked_ids(0)[0] == "b"
 
 
-def test_both_components_off_is_exactly_the_backbone(bow_encoder):
-    from toolret.retrieval.bm25 import BM25Retriever
+IDS = [f"t{i}" for i in range(4)]
+DOCS = ["weather forecast rain", "movie search cast", "currency convert euro", "recipe ingredient cook"]
+QUERIES = ["rain in paris", "convert dollars to euro", "cook pasta recipe", "nothing matches here"]
 
-    ids = [f"t{i}" for i in range(4)]
-    docs = ["weather forecast rain", "movie search cast", "currency convert euro", "recipe ingredient cook"]
-    queries = ["rain in paris", "convert dollars to euro", "cook pasta recipe"]
-    off = ReInvokeConfig(query_generator=False, intent_extractor=False)
-    r = ReInvokeRetriever(off, encoder=bow_encoder)
-    r.index(ids, docs)
+
+def _plain(backbone, bow_encoder):
+    from toolret.retrieval.bm25 import BM25Retriever
     from toolret.retrieval.dense import DenseRetriever
 
-    plain_dense = DenseRetriever(encoder=object())
-    plain_dense.encode = lambda texts, show_progress=False: bow_encoder.encode(texts)
-    plain_dense.index(ids, docs)
-    assert r.search(queries, 4).as_lists() == plain_dense.search(queries, 4).as_lists()
-    rb = ReInvokeRetriever(off.replace(backbone="bm25"))
-    rb.index(ids, docs)
-    plain = BM25Retriever()
-    plain.index(ids, docs)
-    queries.append("nothing matches here")  # all-zero BM25 scores: the backbone's own (arbitrary) order is kept
-    assert rb.search(queries, 4).as_lists() == plain.search(queries, 4).as_lists()
+    if backbone == "bm25":
+        r = BM25Retriever()
+    else:
+        r = DenseRetriever(encoder=object())
+        r.encode = lambda texts, show_progress=False: bow_encoder.encode(texts)
+    r.index(IDS, DOCS)
+    return r
+
+
+@pytest.mark.parametrize("backbone", ["dense", "bm25"])
+def test_one_intent_per_query_ranks_exactly_like_the_retriever_alone(backbone, tmp_path, fake_generator_cls,
+                                                                      bow_encoder):
+    from toolret.methods.reinvoke.generation import LazyLLM
+
+    plain = _plain(backbone, bow_encoder)
+    # an intent extractor whose output is unparsable for every query: one intent each (the raw query)
+    cfg = ReInvokeConfig()
+    gen = fake_generator_cls(lambda prompt, j: "")
+    rewriter = IntentRewriter(cfg, llm=LazyLLM(cfg, tmp_path / "c.jsonl", gen))
+    pipe = Pipeline(plain, rewriter)
+    got = pipe.search(QUERIES, 4, [f"q{i}" for i in range(len(QUERIES))])
+    want = plain.search(QUERIES, 4, [f"q{i}" for i in range(len(QUERIES))])
+    assert got.as_lists() == want.as_lists()
+    np.testing.assert_allclose(got.scores, want.scores, rtol=1e-6)
+    assert gen.calls == len(QUERIES) and rewriter.stats["fallback"] == len(QUERIES)
+    # one parsed intent per query is searched in place of the query (no fusion, the retriever's ranking)
+    stored = {q: [q.replace("rain", "movie")] for q in QUERIES}
+    pipe = Pipeline(plain, IntentRewriter(cfg, outputs=stored))
+    rewritten = [stored[q][0] for q in QUERIES]
+    assert pipe.search(QUERIES, 4).as_lists() == plain.search(rewritten, 4).as_lists()
+    assert pipe.search(QUERIES, 4).ranked_ids(0)[0] == "t1"  # "movie in paris": the intent, not the query
+
+
+@pytest.mark.parametrize("backbone", ["dense", "bm25"])
+def test_index_without_any_parsed_query_is_exactly_its_backbone(backbone, bow_encoder):
+    failed = [{"tool_id": t, "sample_index": j, "query": None, "status": "empty"} for t in IDS for j in range(2)]
+    r = ReInvokeIndex(ReInvokeConfig(n_queries=2), backbone, synthetic=failed, encoder=bow_encoder)
+    r.index(IDS, DOCS)
+    assert r.stats == {"n_copies": 4, "tools_without_queries": 4}  # every tool keeps its plain document
+    plain = _plain(backbone, bow_encoder)
+    # the last query has all-zero BM25 scores: the backbone's own (arbitrary) order is kept
+    assert r.search(QUERIES, 4).as_lists() == plain.search(QUERIES, 4).as_lists()
+    np.testing.assert_allclose(r.search(QUERIES, 4).scores, plain.search(QUERIES, 4).scores, rtol=1e-5, atol=1e-6)

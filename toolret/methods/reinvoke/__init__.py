@@ -1,55 +1,147 @@
 """Re-Invoke (Chen et al., 2024): unsupervised tool retrieval with LLM query generation, intent
 extraction and multi-view ranking; plus the HyDE baseline.
 
-Registers the methods ``reinvoke`` (dense backbone), ``reinvoke-bm25`` and ``hyde`` with
-:mod:`toolret.retrieval.registry`. Importing this package is cheap (no torch / transformers): the
-heavy parts load when a retriever indexes or searches.
+Registers (see :mod:`toolret.registry`):
 
-Settings: ``params.yaml`` section ``reinvoke:`` -> :class:`config.ReInvokeConfig`.
+- components ``reinvoke-qgen`` / ``reinvoke-qgen-bm25`` (retrievers: documents expanded with synthetic
+  queries, dense / BM25 backbone), ``reinvoke-intents`` and ``hyde-docs`` (query rewriters);
+- pipelines ``reinvoke`` = ``reinvoke-intents+reinvoke-qgen``, ``reinvoke-bm25`` =
+  ``reinvoke-intents+reinvoke-qgen-bm25``, ``hyde`` = ``hyde-docs+dense``;
+- the ``reinvoke:`` params section (:class:`config.ReInvokeSection`) and its stages: synthetic queries
+  (fit), intents and HyDE documents (rewrite), index / evaluate of the three pipelines, and the Table 3
+  ablation grid (``reinvoke.ablations``).
+
+Importing this package is cheap (no torch / transformers): the heavy parts load on use.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
 
-from toolret.retrieval.registry import register_method
+from toolret.methods.reinvoke.config import ReInvokeSection
+from toolret.registry import (
+    BuildContext,
+    Component,
+    StageTemplate,
+    register_component,
+    register_pipeline,
+    register_report,
+    register_section,
+    register_stage,
+)
 
+ARTIFACTS = "reinvoke"  # data/reinvoke/<dataset>/{synthetic_queries,intents,hyde}.jsonl
 
-def _backbone_configs(params: dict[str, Any], model: str | None):
-    from toolret.retrieval.registry import _dense_config
-    from toolret.retrieval.bm25 import BM25Config
-
-    p = params.get("bm25", {}) or {}
-    bm25 = BM25Config(k1=p.get("k1", 1.2), b=p.get("b", 0.75), stopwords=p.get("stopwords", "en"))
-    return _dense_config(params, model), bm25
-
-
-def build(method: str, catalog, params: dict[str, Any], model: str | None = None, **overrides: Any):
-    """A Re-Invoke / HyDE retriever for ``catalog`` whose LLM calls go through the dataset's JSONL cache."""
-    from toolret.methods.reinvoke.config import ReInvokeConfig
-    from toolret.methods.reinvoke.generation import LazyLLM, llm_cache_path
-    from toolret.methods.reinvoke.retriever import HydeRetriever, ReInvokeRetriever
-
-    backbone = "bm25" if method.endswith("-bm25") else "dense"
-    cfg = ReInvokeConfig.from_params(params, dataset=catalog.name, backbone=backbone, **overrides)
-    dense, bm25 = _backbone_configs(params, model)
-    llm = LazyLLM(cfg, llm_cache_path(cfg, catalog.name))
-    # Artifacts of the DVC stages (e.g. after `dvc pull` on a clean clone) are used when they were made
-    # with the same generation settings and documents; anything missing goes through the cached LLM.
-    from toolret.config import data_dir
-    from toolret.methods.reinvoke.artifacts import load_matching
-
-    art = load_matching(data_dir() / "reinvoke" / catalog.name, cfg)
-    if method.startswith("hyde"):
-        return HydeRetriever(cfg, dense_config=dense, bm25_config=bm25, llm=llm, documents=art.get("hyde"),
-                             name=method)
-    return ReInvokeRetriever(cfg, dense_config=dense, bm25_config=bm25, llm=llm, synthetic=art.get("synthetic"),
-                             intents=art.get("intents"), name=method)
+register_section("reinvoke", ReInvokeSection, staged=True)
 
 
-def _builder(method: str):
-    return lambda catalog, params, model=None: build(method, catalog, params, model)
+def _config(ctx: BuildContext):
+    return ctx.params.reinvoke.component_config()
 
 
-for _name in ("reinvoke", "reinvoke-bm25", "hyde"):
-    register_method(_name, _builder(_name))
+def _index(backbone: str):
+    def build(ctx: BuildContext):
+        from toolret.methods.reinvoke.components import ReInvokeIndex
+        from toolret.methods.reinvoke.generation import LazyLLM
+
+        cfg = _config(ctx)
+        artifact = Path(ctx.model) if ctx.model else ctx.artifact_dir(ARTIFACTS) / "synthetic_queries.jsonl"
+        return ReInvokeIndex(cfg, backbone, dense_config=ctx.params.dense, bm25_config=ctx.params.bm25,
+                             llm=LazyLLM(cfg), artifact=artifact)
+
+    return build
+
+
+def _load_index(path: Path):
+    from toolret.methods.reinvoke.components import ReInvokeIndex
+
+    return ReInvokeIndex.load(path)
+
+
+def _rewriter(kind: str):
+    def build(ctx: BuildContext):
+        from toolret.methods.reinvoke.artifacts import load_artifact
+        from toolret.methods.reinvoke.components import HydeRewriter, IntentRewriter
+        from toolret.methods.reinvoke.generation import LazyLLM
+
+        cfg = _config(ctx)
+        cls = IntentRewriter if kind == "intents" else HydeRewriter
+        stored = load_artifact(ctx.artifact_dir(ARTIFACTS) / f"{kind}.jsonl", cfg)
+        return cls(cfg, llm=LazyLLM(cfg), outputs=stored)
+
+    return build
+
+
+def _load_rewriter(kind: str):
+    def load(path: Path):
+        from toolret.methods.reinvoke.components import HydeRewriter, IntentRewriter
+
+        return (IntentRewriter if kind == "intents" else HydeRewriter).load(path)
+
+    return load
+
+
+register_component(Component("reinvoke-qgen", "retriever", _index("dense"), _load_index, ("reinvoke", "dense"),
+                             "tool documents expanded with LLM-written synthetic queries (dense backbone)"))
+register_component(Component("reinvoke-qgen-bm25", "retriever", _index("bm25"), _load_index, ("reinvoke", "bm25"),
+                             "tool documents expanded with LLM-written synthetic queries (BM25 backbone)"))
+register_component(Component("reinvoke-intents", "rewriter", _rewriter("intents"), _load_rewriter("intents"),
+                             ("reinvoke",), "LLM intent extraction; intents merged by multi-view ranking"))
+register_component(Component("hyde-docs", "rewriter", _rewriter("hyde"), _load_rewriter("hyde"), ("reinvoke",),
+                             "HyDE: an LLM-written hypothetical tool document per query"))
+
+register_pipeline("reinvoke", "reinvoke-intents+reinvoke-qgen", "Re-Invoke (dense backbone)")
+register_pipeline("reinvoke-bm25", "reinvoke-intents+reinvoke-qgen-bm25", "Re-Invoke (BM25 backbone)")
+register_pipeline("hyde", "hyde-docs+dense", "HyDE baseline (dense)")
+
+register_report("reinvoke", "toolret.methods.reinvoke.report:write_report")
+
+PIPELINES = ("reinvoke", "reinvoke-bm25", "hyde")
+_LLM = ("reinvoke",)
+_SMALL = {"cache": False}  # generated text, a few MB at most: kept in git so a fresh clone needs no LLM
+
+register_stage(StageTemplate(
+    name="synth_queries", order=40, foreach="${reinvoke_datasets}",
+    desc="Re-Invoke synthetic queries: the LLM writes n queries per tool (original documents)",
+    cmd="toolret fit --method reinvoke-qgen --catalog data/curated/${item} "
+        "--out data/reinvoke/${item}/synthetic_queries.jsonl",
+    entry="toolret.cli:cmd_fit", components=("reinvoke-qgen",), deps=("data/curated/${item}",), params=_LLM,
+    outs=({"data/reinvoke/${item}/synthetic_queries.jsonl": _SMALL},
+          {"data/reinvoke/${item}/synthetic_queries.meta.json": _SMALL}),
+))
+for _kind, _component, _what in (("intents", "reinvoke-intents", "intents the LLM extracts from each test query"),
+                                 ("hyde", "hyde-docs", "HyDE hypothetical tool documents of the test queries")):
+    register_stage(StageTemplate(
+        name=_kind, order=41, foreach="${reinvoke_datasets}", desc=f"Re-Invoke: {_what}",
+        cmd=f"toolret rewrite --method {_component} --catalog data/curated/${{item}} --split test "
+            f"--out data/reinvoke/${{item}}/{_kind}.jsonl",
+        entry="toolret.cli:cmd_rewrite", components=(f"{_component}+dense",), deps=("data/curated/${item}",), params=_LLM,
+        outs=({f"data/reinvoke/${{item}}/{_kind}.jsonl": _SMALL}, {f"data/reinvoke/${{item}}/{_kind}.meta.json": _SMALL}),
+    ))
+_GENERATED = ("data/reinvoke/${item.dataset}/synthetic_queries.jsonl", "data/reinvoke/${item.dataset}/intents.jsonl",
+              "data/reinvoke/${item.dataset}/hyde.jsonl")
+register_stage(StageTemplate(
+    name="index_reinvoke", order=50, matrix={"dataset": "${reinvoke_datasets}", "method": list(PIPELINES)},
+    desc="Re-Invoke / HyDE pipeline indexed on the original documents (expanded copies, stored LLM outputs)",
+    cmd="toolret index --catalog data/curated/${item.dataset} --method ${item.method} --docs original "
+        "--out data/indexes/${item.dataset}/${item.method}",
+    entry="toolret.cli:cmd_index", deps=("data/curated/${item.dataset}", *_GENERATED),
+    params=("reinvoke", "dense", "bm25"), outs=("data/indexes/${item.dataset}/${item.method}",),
+))
+register_stage(StageTemplate(
+    name="evaluate_reinvoke", order=60, matrix={"dataset": "${reinvoke_datasets}", "method": list(PIPELINES)},
+    desc="Re-Invoke / HyDE evaluated on the test split (metrics, bootstrap CIs, per-query table)",
+    cmd="toolret evaluate-index --catalog data/curated/${item.dataset} --index data/indexes/${item.dataset}/${item.method} "
+        "--out data/runs/${item.dataset}/${item.method}",
+    entry="toolret.cli:cmd_evaluate_index", deps=("data/curated/${item.dataset}", "data/indexes/${item.dataset}/${item.method}"),
+    params=("evaluation",), outs=("data/runs/${item.dataset}/${item.method}",),
+))
+register_stage(StageTemplate(
+    name="reinvoke_ablations", order=61, foreach="${reinvoke_datasets}",
+    desc="Re-Invoke ablations (paper Table 3) as pipelines with overrides, paired-tested against their baseline",
+    cmd="toolret evaluate-grid --catalog data/curated/${item} --grid reinvoke.ablations "
+        "--out data/runs/${item}/reinvoke-ablations",
+    entry="toolret.cli:cmd_evaluate_grid", components=("reinvoke", "reinvoke-bm25"),
+    deps=("data/curated/${item}", "data/reinvoke/${item}/synthetic_queries.jsonl", "data/reinvoke/${item}/intents.jsonl"),
+    params=("reinvoke", "dense", "bm25", "evaluation"), outs=("data/runs/${item}/reinvoke-ablations",),
+))

@@ -30,7 +30,6 @@ from toolret.methods.reinvoke.generation import (
     extract_intents,
     generate_synthetic_queries,
     hyde_documents,
-    llm_cache_path,
     prompt_versions,
     status_counts,
 )
@@ -46,10 +45,18 @@ def meta_path(path: str | Path) -> Path:
 
 
 def write_jsonl(path: str | Path, records: Sequence[dict[str, Any]], meta: dict[str, Any] | None = None) -> Path:
+    """Records (+ their ``.meta.json``) atomically; a meta's ``run_info`` (timings, cache hits) goes to the
+    untracked run-info sidecar so the artifact's md5 depends only on what made it."""
+    from toolret.evaluation import run_info_path
+
     path = Path(path)
     with atomic_path(path) as tmp:
         tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
     if meta is not None:
+        meta = dict(meta)
+        info = meta.pop("run_info", None)
+        if info is not None:
+            write_json(run_info_path(meta_path(path)), info)
         write_json(meta_path(path), meta)
     return path
 
@@ -63,15 +70,19 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
 
 def _meta(kind: str, catalog: Catalog, cfg: ReInvokeConfig, llm: LazyLLM, records, seconds: float,
           extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"kind": kind, "dataset": catalog.name, "config": cfg.to_dict(), "llm": llm.describe(),
-            "prompt_versions": prompt_versions(), "counts": status_counts(records),
-            "llm_calls": llm.stats, "seconds": round(seconds, 1), **(extra or {})}
+    """The artifact's meta (deterministic: what made it) and its run info (seconds, cache hits)."""
+    described = llm.describe()
+    meta = {"kind": kind, "dataset": catalog.name, "config": cfg.to_dict(),
+            "llm": {k: described[k] for k in ("model_id", "revision")},
+            "prompt_versions": prompt_versions(), "counts": status_counts(records), **(extra or {})}
+    meta["run_info"] = {"llm_calls": llm.stats, "seconds": round(seconds, 1), "cache": described["cache"]}
+    return meta
 
 
 def build_synthetic_queries(catalog: Catalog, cfg: ReInvokeConfig, out: str | Path | None = None,
                             docs: str = "original", llm: LazyLLM | None = None) -> tuple[list[dict], dict]:
     """Generate ``cfg.generate_queries`` synthetic queries for every tool of ``catalog``."""
-    llm = llm or LazyLLM(cfg, llm_cache_path(cfg, catalog.name))
+    llm = llm or LazyLLM(cfg)
     documents = catalog.docs(docs)
     t0 = time.perf_counter()
     records = generate_synthetic_queries(llm, catalog.tool_ids, documents, cfg)
@@ -89,7 +100,7 @@ def _build_per_query(kind: str, generate, catalog: Catalog, cfg: ReInvokeConfig,
                      split: str, llm: LazyLLM | None, summarize=None) -> tuple[list[dict], dict]:
     """One LLM record per judged query of ``split`` (intents, HyDE documents), written with its meta;
     ``summarize(records)`` adds kind-specific fields to the meta."""
-    llm = llm or LazyLLM(cfg, llm_cache_path(cfg, catalog.name))
+    llm = llm or LazyLLM(cfg)
     queries = catalog.split(split)
     t0 = time.perf_counter()
     records = generate(llm, [q.text for q in queries], cfg, [q.id for q in queries])
@@ -145,27 +156,28 @@ _ARTIFACTS = {
 }
 
 
-def load_matching(directory: str | Path, cfg: ReInvokeConfig) -> dict[str, Any]:
-    """The artifacts in ``directory`` that were generated with ``cfg``'s generation settings (and the
-    same prompt versions), as ``{"synthetic": records, "intents": {text: intents}, "hyde": {text: doc}}``;
-    anything absent or generated differently is left out (the retriever then asks the cached LLM).
-    """
+def load_artifact(path: str | Path, cfg: ReInvokeConfig) -> Any:
+    """The records of an artifact file generated with ``cfg``'s generation settings and the current
+    prompt version, in the view its consumer uses (synthetic: records; intents / hyde: ``{text: output}``);
+    ``None`` when absent or generated differently (the component then asks the cached LLM)."""
     from toolret.methods.reinvoke.generation import prompt_versions
 
-    directory = Path(directory)
-    out: dict[str, Any] = {}
-    versions = prompt_versions()
-    for name, (key, settings, prompt, view) in _ARTIFACTS.items():
-        path, meta_file = directory / f"{name}.jsonl", meta_path(directory / f"{name}.jsonl")
-        if not (path.is_file() and meta_file.is_file()):
-            continue
-        meta = json.loads(meta_file.read_text(encoding="utf-8"))
-        made = meta.get("config", {})
-        if any(made.get(k) != getattr(cfg, k) for k in settings):
-            continue
-        if meta.get("prompt_versions", {}).get(prompt) != versions.get(prompt):
-            continue
-        if key == "synthetic" and (made.get("generate_queries") or 0) < cfg.n_queries:
-            continue  # too few samples per tool
-        out[key] = view(read_jsonl(path))
-    return out
+    path = Path(path)
+    name = path.name.removesuffix(".jsonl")
+    key, settings, prompt, view = _ARTIFACTS[name]
+    meta_file = meta_path(path)
+    if not (path.is_file() and meta_file.is_file()):
+        return None
+    meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    made = meta.get("config", {})
+    if any(made.get(k) != getattr(cfg, k) for k in settings):
+        return None
+    if meta.get("prompt_versions", {}).get(prompt) != prompt_versions().get(prompt):
+        return None
+    if key == "synthetic" and (made.get("generate_queries") or 0) < cfg.n_queries:
+        return None  # too few samples per tool
+    return view(read_jsonl(path))
+
+
+def load_synthetic(path: str | Path, cfg: ReInvokeConfig) -> list[dict] | None:
+    return load_artifact(path, cfg)

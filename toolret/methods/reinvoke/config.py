@@ -1,4 +1,4 @@
-"""Re-Invoke settings (one flat dataclass, the paper's defaults) and how ``params.yaml`` maps onto it.
+"""Re-Invoke settings (pydantic models: the paper's defaults are the single source) and ``params.yaml: reinvoke``.
 
 Paper defaults (Sec. 4.3): 10 synthetic queries per tool sampled at temperature 0.7, expanded copies
 ``"Documentation: <doc> Query: <q>"`` (append mode), the tool's representation is the MEAN over its
@@ -20,23 +20,18 @@ written down here:
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-BACKBONES = ("dense", "bm25")
-AGGREGATIONS = ("mean", "max")
-EXPANSIONS = ("append", "synthetic_only")
+from pydantic import Field, model_validator
+
+from toolret.config import GridVariant, StrictModel
 
 
-@dataclass(frozen=True)
-class ReInvokeConfig:
-    """Everything that determines a Re-Invoke run (besides the backbone's own bm25/dense params).
+class ReInvokeConfig(StrictModel):
+    """Everything that determines Re-Invoke's components (the backbone's own settings are ``params.dense`` /
+    ``params.bm25``; which components run is the pipeline: ``reinvoke`` = ``reinvoke-intents+reinvoke-qgen``).
 
     Attributes:
-        backbone: ``dense`` (bi-encoder from ``params.dense``) or ``bm25`` (``params.bm25``).
-        query_generator: expand tool documents with synthetic queries (Sec. 3.1).
-        intent_extractor: replace the user query by its extracted intents (Sec. 3.2).
         n_queries: synthetic queries per tool used for the index (the first ``n`` samples).
         generate_queries: how many are generated (default and minimum: n_queries; the ablations
             1/5/10 reuse the first n of one 10-sample artifact).
@@ -47,26 +42,21 @@ class ReInvokeConfig:
         max_intents: at most this many intents per query are used.
         llm_model: a ``toolret.llm.models.KNOWN_MODELS`` name or a local HF folder.
         llm_batch_size, llm_num_threads, llm_device: backend settings (num_threads None = $TOOLRET_LLM_THREADS
-            or all CPUs, fastest on an idle box; 1 is much faster on a shared, loaded 2-core box, where
-            2 threads spin against other jobs).
-        cache_dir: where the LLM JSONL caches live (default ``data/llm_cache/reinvoke``).
-        embedding_cache_dir: where dense embeddings of expanded copies and intents persist across runs
-            (default ``data/embed_cache``; ``"off"``: memory only). Datasets sharing a corpus (the six
-            ToolBench groups) then encode their copies once. A cache, not a setting: results do not
-            depend on it beyond the last float bits (see ``toolret.retrieval.embedding_store``).
+            or all CPUs, fastest on an idle box; 1 is much faster on a shared, loaded 2-core box).
+        cache_dir: where the LLM JSONL cache lives (default ``<cache home>/llm``, outside the work tree).
+        embedding_cache_dir: where dense embeddings of expanded copies persist across runs (default
+            ``<cache home>/embeddings``; ``"off"``: memory only). Catalogues sharing a corpus (the six
+            ToolBench groups) then encode their copies once. A cache, not a setting.
     """
 
-    backbone: str = "dense"
-    query_generator: bool = True
-    intent_extractor: bool = True
-    n_queries: int = 10
+    n_queries: int = Field(10, ge=1)  # paper: 10 synthetic queries per tool
     generate_queries: int | None = None
-    aggregation: str = "mean"
-    expansion: str = "append"
-    temperature: float = 0.7
+    aggregation: Literal["mean", "max"] = "mean"  # paper default (ablation: max)
+    expansion: Literal["append", "synthetic_only"] = "append"
+    temperature: float = 0.7  # paper
     top_p: float = 0.95
     seed: int = 0
-    query_max_new_tokens: int = 48
+    query_max_new_tokens: int = 48  # 2-core CPU: ~27 tokens per query on average
     intent_max_new_tokens: int = 96
     hyde_max_new_tokens: int = 80
     max_intents: int = 10
@@ -77,50 +67,20 @@ class ReInvokeConfig:
     cache_dir: str | None = None
     embedding_cache_dir: str | None = None
 
-    def __post_init__(self) -> None:
-        if self.backbone not in BACKBONES:
-            raise ValueError(f"backbone must be one of {BACKBONES}, got {self.backbone!r}")
-        if self.aggregation not in AGGREGATIONS:
-            raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {self.aggregation!r}")
-        if self.expansion not in EXPANSIONS:
-            raise ValueError(f"expansion must be one of {EXPANSIONS}, got {self.expansion!r}")
-        if self.n_queries < 1:
-            raise ValueError("n_queries must be >= 1")
+    @model_validator(mode="after")
+    def _generate_at_least_n(self):
         if self.generate_queries is None or self.generate_queries < self.n_queries:
             object.__setattr__(self, "generate_queries", self.n_queries)
-
-    def replace(self, **changes: Any) -> ReInvokeConfig:
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_params(cls, params: dict[str, Any] | None, **overrides: Any) -> ReInvokeConfig:
-        """Build from ``params.yaml``'s ``reinvoke:`` section (unknown keys ignored), then
-        ``reinvoke.per_dataset[<dataset>]`` when ``dataset=`` is given, then explicit overrides."""
-        section = dict((params or {}).get("reinvoke", {}) or {})
-        dataset = overrides.pop("dataset", None)
-        if dataset is not None:  # recorded protocol deviations, e.g. fewer queries per tool on ToolBench
-            section.update((section.get("per_dataset", {}) or {}).get(dataset, {}) or {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in section.items() if k in known}
-        values.update({k: v for k, v in overrides.items() if k in known})
-        return cls(**values)
+        return self
 
 
-def parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
-    """``["n_queries=5", "aggregation=max", "intent_extractor=false"]`` -> typed overrides."""
-    import yaml
+class ReInvokeSection(ReInvokeConfig):
+    """``params.yaml: reinvoke``: the component settings plus the paper's ablation grid (Table 3) and
+    which paper column each dataset is reported against (``toolret report --ablations``)."""
 
-    out: dict[str, Any] = {}
-    for pair in pairs or []:
-        if "=" not in pair:
-            raise ValueError(f"override {pair!r} is not key=value")
-        key, value = pair.split("=", 1)
-        out[key.strip()] = yaml.safe_load(value)
-    known = {f.name for f in dataclasses.fields(ReInvokeConfig)}
-    unknown = sorted(set(out) - known)
-    if unknown:
-        raise ValueError(f"unknown Re-Invoke setting(s) {unknown}; known: {sorted(known)}")
-    return out
+    ablations: dict[str, GridVariant] = Field(default_factory=dict)
+    paper_columns: dict[str, str] = Field(default_factory=dict)  # dataset -> single-tool|multi-tool|I1|I2|I3
+
+    def component_config(self) -> ReInvokeConfig:
+        return ReInvokeConfig.model_validate({k: v for k, v in self.model_dump().items()
+                                              if k in ReInvokeConfig.model_fields})

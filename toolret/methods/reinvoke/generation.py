@@ -24,16 +24,13 @@ from typing import Any
 from toolret.methods.reinvoke.config import ReInvokeConfig
 
 
-def cache_group(dataset: str) -> str:
-    """Datasets sharing one tool catalogue share one cache file (all ToolBench groups -> ``toolbench``)."""
-    return "toolbench" if dataset.startswith("toolbench-") else dataset
+def llm_cache_path(cfg: ReInvokeConfig) -> Path:
+    """One JSONL cache per LLM (records are keyed by prompt, model and sampling, so every catalogue --
+    and every catalogue sharing a corpus -- shares it); under the machine's cache home by default."""
+    from toolret.config import cache_home
 
-
-def llm_cache_path(cfg: ReInvokeConfig, dataset: str) -> Path:
-    from toolret.config import data_dir
-
-    root = Path(cfg.cache_dir) if cfg.cache_dir else data_dir() / "llm_cache" / "reinvoke"
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", cache_group(dataset)) or "dataset"
+    root = Path(cfg.cache_dir) if cfg.cache_dir else cache_home() / "llm"
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", cfg.llm_model) or "model"
     return root / f"{safe}.jsonl"
 
 
@@ -44,9 +41,9 @@ class LazyLLM:
     the JSONL cache at ``cache_path`` unless it already is a ``CachedGenerator``.
     """
 
-    def __init__(self, cfg: ReInvokeConfig, cache_path: str | Path, generator=None) -> None:
+    def __init__(self, cfg: ReInvokeConfig, cache_path: str | Path | None = None, generator=None) -> None:
         self.cfg = cfg
-        self.cache_path = Path(cache_path)
+        self.cache_path = Path(cache_path) if cache_path else llm_cache_path(cfg)
         self._inner = generator
         self._cached = None
 

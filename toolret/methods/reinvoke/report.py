@@ -1,7 +1,8 @@
 """The Re-Invoke ablation report (``docs/reinvoke_ablations.md``): our numbers next to the paper's.
 
-Reads ``<runs>/<ds>/reinvoke-ablations/summary.json`` (written by :mod:`experiment`) and the method
-JSONs, and writes a markdown file with one table per dataset plus a fenced JSON block holding every
+Reads ``<runs>/<ds>/reinvoke-ablations/summary.json`` (written by ``toolret evaluate-grid --grid
+reinvoke.ablations``), the HyDE result and the synthetic-query / intent artifact metas; which paper column
+a dataset is compared with is ``params.reinvoke.paper_columns`` (no dataset names in this code), and writes a markdown file with one table per dataset plus a fenced JSON block holding every
 number shown (so the report is both readable and machine-checkable).
 """
 
@@ -41,9 +42,6 @@ PAPER_HYDE = {"single-tool": 0.6558, "multi-tool": 0.4910, "I1": 0.4336, "I2": 0
 PAPER_ROUND_TRIP = {"single-tool": ("ToolE", 0.9131, 0.9462), "multi-tool": ("ToolE", 0.9131, 0.9462),
                     "I1": ("ToolBench I1", 0.7787, 0.8402), "I2": ("ToolBench I2", 0.7665, 0.8311),
                     "I3": ("ToolBench I3", 0.9043, 0.9464)}
-DATASET_KIND = {"mtrb-metatool": "single-tool", "mtrb-restbench": "multi-tool", "toollens": "multi-tool",
-                "toolbench-g1-instruction": "I1", "toolbench-g1-category": "I1", "toolbench-g1-tool": "I1",
-                "toolbench-g2-instruction": "I2", "toolbench-g2-category": "I2", "toolbench-g3-instruction": "I3"}
 COLUMN = {"single-tool": "ToolE single-tool", "multi-tool": "ToolE multi-tool", "I1": "ToolBench I1",
           "I2": "ToolBench I2", "I3": "ToolBench I3"}
 
@@ -80,18 +78,20 @@ def _paper(kind: str | None, key: str) -> float | None:
     return PAPER_TABLE3.get(kind, {}).get(key) or PAPER_BM25.get(kind, {}).get(key)
 
 
-def dataset_section(runs: Path, ds: str) -> tuple[str, dict[str, Any]]:
+def _read(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def dataset_section(runs: Path, ds: str, kind: str | None, artifacts: Path, n: int) -> tuple[str, dict[str, Any]]:
     summary = json.loads((runs / ds / "reinvoke-ablations" / "summary.json").read_text(encoding="utf-8"))
-    kind = DATASET_KIND.get(ds)
-    abl = summary["ablations"]
+    abl = summary["variants"]
     title = f"### {ds} — compared with the paper's {COLUMN[kind]} column" if kind else f"### {ds}"
     lines = [title, "",
              "| Table 3 row | nDCG@5 [95% CI] | Recall@5 [95% CI] | COMP@5 [95% CI] "
              "| Δ nDCG@5 vs baseline (rel.) | p (paired) | paper nDCG@5 | paper Δ (rel.) |",
              "|---|---|---|---|---|---|---|---|"]
-    n = int((summary.get("config") or {}).get("n_queries", 10))
     if n != 10:
-        lines[2:2] = [f"Protocol deviation (params.yaml `reinvoke.per_dataset`): {n} synthetic queries per tool, "
+        lines[2:2] = [f"Protocol deviation (params.yaml `reinvoke.n_queries`): {n} synthetic queries per tool, "
                       f"so the query-generator rows use {n} (the paper's use 10).", ""]
     for key, label in ROWS:
         if key not in abl:
@@ -115,7 +115,7 @@ def dataset_section(runs: Path, ds: str) -> tuple[str, dict[str, Any]]:
         paper_delta = f"{(pv - pb) / pb:+.0%}" if pv is not None and pb and key != base else "-"
         lines.append(f"| {label} | " + " | ".join(_cell(a["metrics"], a["ci95"], m) for m in METRICS)
                      + f" | {delta} | {p} | {f'{pv:.3f}' if pv is not None else '-'} | {paper_delta} |")
-    hyde = summary.get("methods", {}).get("hyde", {}).get("original")
+    hyde = _read(runs / ds / "hyde" / "original.json")
     if hyde:
         b = abl.get("baseline", {}).get("metrics", {})
         d = hyde["metrics"]["ndcg@5"] - b.get("ndcg@5", float("nan"))
@@ -125,13 +125,16 @@ def dataset_section(runs: Path, ds: str) -> tuple[str, dict[str, Any]]:
                      + f" | {d:+.3f} ({rel:+.0%}) | - | {f'{ph:.3f}' if ph else '-'} | "
                      + (f"{(ph - pb) / pb:+.0%}" if ph and pb else "-") + " |")
     lines.append("")
-    rt = summary.get("round_trip")
+    syn_meta = _read(artifacts / ds / "synthetic_queries.meta.json") or {}
+    int_meta = _read(artifacts / ds / "intents.meta.json") or {}
+    rt = syn_meta.get("round_trip")
     if rt and rt.get("n_queries"):
         lines.append(f"Round-trip consistency (dense, plain documents, {rt['n_queries']} parsed synthetic queries): "
                      f"recall@1 {rt['recall@1']:.3f}, recall@5 {rt['recall@5']:.3f}, recall@10 {rt['recall@10']:.3f}"
                      + (" (paper Table 4, {}: recall@5 {:.3f}, recall@10 {:.3f}).".format(*PAPER_ROUND_TRIP[kind])
                         if kind else "."))
-    sq, it = summary.get("synthetic_queries"), summary.get("intents")
+    sq = syn_meta.get("counts")
+    it = {**int_meta["counts"], "mean_intents": int_meta.get("mean_intents", 0)} if int_meta.get("counts") else None
     if sq:
         lines.append(f"Synthetic queries: {sq['n']} samples, unparsable {sq.get('failed', 0)}, "
                      f"hit max_new_tokens {sq.get('hit_max_new_tokens', 0)}; parse statuses {sq['status']}.")
@@ -141,28 +144,32 @@ def dataset_section(runs: Path, ds: str) -> tuple[str, dict[str, Any]]:
     lines.append("")
     data = {"kind": kind, "ablations": {k: {"metrics": {m: v["metrics"].get(m) for m in METRICS},
                                             "ci95": {m: v["ci95"].get(m) for m in METRICS},
-                                            "vs_baseline": v.get("vs_baseline"), "overrides": v["overrides"]}
+                                            "vs_baseline": v.get("vs_baseline"), "set": v["set"]}
                                         for k, v in abl.items()},
-            "hyde": hyde, "round_trip": rt, "synthetic_queries": sq, "intents": it, "config": summary.get("config")}
+            "hyde": {"metrics": hyde["metrics"], "ci95": hyde["ci95"]} if hyde else None, "round_trip": rt,
+            "synthetic_queries": sq, "intents": it, "n_queries": n}
     return "\n".join(lines), data
 
 
 NOTES_MARKER = "<!-- hand-written analysis below: kept when the report is regenerated -->"
 
 
-def write_report(runs: Path, datasets: Sequence[str], out: Path, notes: str | None = None) -> Path:
+def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, notes: str | None = None) -> Path:
     """Write the tables + JSON; text after :data:`NOTES_MARKER` in an existing ``out`` is kept."""
+    from toolret.config import data_dir
+
     sections, data = [], {}
+    section = params.reinvoke
     for ds in datasets:
         if not (runs / ds / "reinvoke-ablations" / "summary.json").is_file():
             continue
-        text, d = dataset_section(runs, ds)
+        text, d = dataset_section(runs, ds, section.paper_columns.get(ds), data_dir() / "reinvoke", section.n_queries)
         sections.append(text)
         data[ds] = d
     head = [
         "# Re-Invoke ablations (paper Table 3) on our datasets",
         "",
-        "Generated by `toolret reinvoke report` from `data/runs/<ds>/reinvoke-ablations/summary.json`; "
+        "Generated by `toolret report-ablations --method reinvoke` from `data/runs/<ds>/reinvoke-ablations/summary.json`; "
         "do not edit the tables by hand. Backbone: all-MiniLM-L6-v2 (dense) / bm25s (sparse); LLM: "
         "SmolLM2-135M-Instruct (Q4_1 dequantised to fp32) for query generation, intent extraction and HyDE. "
         "CIs: percentile bootstrap over queries (1000 resamples); p: paired randomization test of nDCG@5 "

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from toolret.retrieval.base import Retriever
+from toolret.roles import Retriever
 
 
 def round_trip_consistency(records: Sequence[dict[str, Any]], retriever: Retriever, ks: Sequence[int] = (1, 5, 10),

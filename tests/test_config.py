@@ -1,0 +1,56 @@
+"""params.yaml is validated on load: unknown or mistyped keys are errors naming the key and the file."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from toolret.cli import main
+from toolret.config import ConfigError, apply_overrides, load_params, validate_params
+
+
+def _write(tmp_path, data):
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def test_defaults_come_from_the_models():
+    p = validate_params({})
+    assert (p.bm25.k1, p.bm25.b, p.dense.model, p.finetune.epochs) == (1.2, 0.75, "all-MiniLM-L6-v2", 2)
+    assert p.reinvoke.n_queries == 10 and p.reinvoke.generate_queries == 10
+
+
+def test_unknown_key_names_key_and_file(tmp_path):
+    path = _write(tmp_path, {"bm25": {"k1": 1.2, "k3": 8}})
+    with pytest.raises(ConfigError) as e:
+        load_params(path)
+    assert "bm25.k3" in str(e.value) and str(path) in str(e.value)
+    with pytest.raises(ConfigError, match="reinvoke.ablations.x.methd"):
+        validate_params({"reinvoke": {"ablations": {"x": {"methd": "bm25"}}}})
+    with pytest.raises(ConfigError, match="'nonsense'"):
+        validate_params({"nonsense": 1})
+
+
+def test_mistyped_value_names_key(tmp_path):
+    with pytest.raises(ConfigError, match="bm25.k1"):
+        load_params(_write(tmp_path, {"bm25": {"k1": "high"}}))
+    with pytest.raises(ConfigError, match="reinvoke.aggregation"):
+        validate_params({"reinvoke": {"aggregation": "median"}})
+
+
+def test_evaluate_exits_nonzero_naming_the_key(tmp_path, fixture_catalog_dir, capsys):
+    path = _write(tmp_path, {"bm25": {"k1": 1.2, "k3": 8}})
+    code = main(["--params", str(path), "evaluate", "--dataset", str(fixture_catalog_dir), "--method", "bm25",
+                 "--output", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and "bm25.k3" in err and str(path) in err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_overrides_are_validated():
+    p = apply_overrides(validate_params({}), ["bm25.k1=0.9", "reinvoke.n_queries=12"])
+    # generating fewer queries than are used is never valid: generate_queries is raised to n_queries
+    assert p.bm25.k1 == 0.9 and p.reinvoke.n_queries == 12 and p.reinvoke.generate_queries == 12
+    with pytest.raises(ConfigError, match="bm25.k9"):
+        apply_overrides(p, ["bm25.k9=1"])

@@ -1,0 +1,141 @@
+"""A pipeline ``[rewriter] -> retriever -> [reranker ...]``: built, indexed, evaluated, saved and served
+as one thing.
+
+Search: the rewriter turns every query into one or more search queries; the retriever searches them
+all; when a query has several rewrites the rewriter's ``fuse`` merges their rankings (Re-Invoke: multi-
+view ranking); each reranker then reorders (and may extend) the list.
+
+Example:
+    >>> from toolret.pipeline import Pipeline
+    >>> from toolret.retrieval.bm25 import BM25Retriever
+    >>> p = Pipeline(BM25Retriever())
+    >>> p.index_documents(["a", "b"], ["weather forecast for a city", "movie search by title"])
+    >>> p.search(["what is the weather"], k=1).ranked_ids(0)
+    ['a']
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from toolret.atomic import atomic_directory
+from toolret.catalog.model import CatalogError
+from toolret.retrieval.base import Ranking, default_query_ids
+from toolret.roles import Corpus
+
+if TYPE_CHECKING:
+    from toolret.catalog.model import Catalog
+    from toolret.config import CoreParams
+    from toolret.registry import PipelineSpec
+
+PIPELINE_FILE = "pipeline.json"
+
+
+class Pipeline:
+    """Components chained by role (any of them may be ``None``/empty except the retriever)."""
+
+    def __init__(self, retriever, rewriter=None, rerankers: Sequence[Any] = (), name: str | None = None) -> None:
+        self.retriever = retriever
+        self.rewriter = rewriter
+        self.rerankers = list(rerankers)
+        parts = [c.name for c in (rewriter, retriever, *self.rerankers) if c is not None]
+        self.name = name or "+".join(parts)
+
+    @property
+    def components(self) -> list[Any]:
+        return [c for c in (self.rewriter, self.retriever, *self.rerankers) if c is not None]
+
+    # ---------------------------------------------------------------- learn / index
+    def fit(self, catalog: Catalog) -> None:
+        """Fit every component on the catalogue (train split; dev split for selection)."""
+        for c in self.components:
+            c.fit(catalog)
+
+    def index(self, corpus: Corpus) -> None:
+        self.retriever.index(corpus.tool_ids, corpus.documents)
+        for r in self.rerankers:
+            r.index(corpus)
+
+    def index_documents(self, tool_ids: Sequence[str], documents: Sequence[str]) -> None:
+        """Index plain documents (no hierarchy: rerankers see each tool as its own parent)."""
+        from toolret.catalog.model import Tool
+
+        tools = [Tool(id=t, name=t, docs={"original": d}) for t, d in zip(tool_ids, documents)]
+        self.index(Corpus(list(tool_ids), list(documents), tools))
+
+    # ---------------------------------------------------------------- search
+    def search(self, queries: Sequence[str], k: int, query_ids: Sequence[str] | None = None) -> Ranking:
+        qids = default_query_ids(len(queries), query_ids)
+        ranking = self._first_stage(list(queries), k, qids)
+        for r in self.rerankers:
+            ranking = r.rerank(queries, ranking, k)
+        return ranking
+
+    def _first_stage(self, queries: list[str], k: int, qids: list[str]) -> Ranking:
+        if self.rewriter is None:
+            return self.retriever.search(queries, k, qids)
+        groups = self.rewriter.rewrite(queries)
+        if len(groups) != len(queries) or any(not g for g in groups):
+            raise CatalogError(f"rewriter {self.rewriter.name!r} must return at least one rewrite per query")
+        flat = [q for g in groups for q in g]
+        if all(len(g) == 1 for g in groups):
+            return self.retriever.search(flat, k, qids)
+        fuse = getattr(self.rewriter, "fuse", None)
+        if fuse is None:
+            raise CatalogError(f"rewriter {self.rewriter.name!r} returned several rewrites per query but "
+                               "defines no fuse()")
+        n_tools = len(self.retriever.tool_ids)
+        flat_ranking = self.retriever.search(flat, n_tools)  # every rewrite ranks every tool
+        return fuse(groups, flat_ranking, k, qids)
+
+    # ---------------------------------------------------------------- persistence
+    def save(self, path: str | Path) -> None:
+        """``path/pipeline.json`` + one sub-directory per component (each loadable on its own)."""
+        with atomic_directory(path) as tmp:
+            entries = []
+            for i, c in enumerate(self.components):
+                sub = f"{i}-{c.name}"
+                c.save(tmp / sub)
+                entries.append({"dir": sub, "component": c.name})
+            roles = {"rewriter": self.rewriter is not None, "rerankers": len(self.rerankers)}
+            (tmp / PIPELINE_FILE).write_text(json.dumps({"name": self.name, "components": entries, **roles},
+                                                        indent=1), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> Pipeline:
+        from toolret.registry import load_component
+
+        path = Path(path)
+        meta_file = path / PIPELINE_FILE
+        if not meta_file.is_file():
+            raise CatalogError(f"{path}: not a saved pipeline (no {PIPELINE_FILE})")
+        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+        comps = [load_component(path / e["dir"]) for e in meta["components"]]
+        rewriter = comps.pop(0) if meta.get("rewriter") else None
+        return cls(comps[0], rewriter, comps[1:], name=meta["name"])
+
+
+def build_pipeline(spec: str | PipelineSpec, catalog: Catalog, params: CoreParams, model: str | None = None) -> Pipeline:
+    """The named / composed pipeline for ``catalog`` (unindexed; learned parts loaded or trained)."""
+    from toolret.registry import BuildContext, build_component, parse_spec
+
+    spec = parse_spec(spec) if isinstance(spec, str) else spec
+    ctx = BuildContext(catalog, params, model)
+    rewriter = build_component(spec.rewriter, ctx) if spec.rewriter else None
+    retriever = build_component(spec.retriever, ctx)
+    rerankers = [build_component(r, ctx) for r in spec.rerankers]
+    return Pipeline(retriever, rewriter, rerankers, name=spec.label)
+
+
+def rows_of(ranking: Ranking, rows: Sequence[int], query_ids: Sequence[str]) -> Ranking:
+    """The sub-ranking of ``rows`` (renamed to ``query_ids``)."""
+    idx = np.asarray(rows, dtype=np.int64)
+    return Ranking(list(query_ids), ranking.tool_ids, ranking.indices[idx], ranking.scores[idx])
+
+
+__all__ = ["PIPELINE_FILE", "Pipeline", "build_pipeline", "rows_of"]

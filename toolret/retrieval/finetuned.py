@@ -1,0 +1,55 @@
+"""``dense-ft``: the dense retriever over an encoder fine-tuned on the catalogue's train split.
+
+The fine-tune artifact is a folder holding ``model/`` (sentence-transformers weights) and
+``finetune.json`` (the training report). ``fit`` trains it when absent (resumable, dev-selected: see
+:mod:`toolret.retrieval.finetune`) and never modifies it when present.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from toolret.catalog.model import Catalog, CatalogError
+from toolret.retrieval.dense import DenseConfig, DenseRetriever
+from toolret.retrieval.finetune import FinetuneConfig
+
+
+class FinetunedDenseRetriever(DenseRetriever):
+    """A :class:`DenseRetriever` whose encoder is ``<artifact>/model`` (queries cut at the fine-tuning
+    ``max_seq_length``)."""
+
+    name = "dense-ft"
+
+    def __init__(self, artifact: str | Path, finetune: FinetuneConfig | None = None,
+                 dense: DenseConfig | None = None) -> None:
+        self.artifact = Path(artifact)
+        self.finetune_config = finetune or FinetuneConfig()
+        dense = dense or DenseConfig()
+        super().__init__(dense.replace(model=str(self.artifact / "model"),
+                                       max_seq_length=self.finetune_config.max_seq_length))
+
+    @property
+    def trained(self) -> bool:
+        return (self.artifact / "model").is_dir()
+
+    def fit(self, catalog: Catalog) -> None:
+        """Train on ``catalog``'s train split unless the artifact exists."""
+        if self.trained:
+            return
+        if not catalog.split("train"):
+            raise CatalogError(f"dense-ft: dataset {catalog.name!r} has no training split to fine-tune on")
+        from toolret.retrieval.finetune import finetune
+
+        finetune(catalog, self.artifact, self.finetune_config)
+
+    @property
+    def encoder(self):
+        if not self.trained:
+            raise CatalogError(f"dense-ft: {self.artifact} is not a fine-tune artifact (no model/ inside); "
+                               "fit it first (`toolret fit --method dense-ft ...`)")
+        return super().encoder
+
+    def training_report(self) -> dict:
+        path = self.artifact / "finetune.json"
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}

@@ -1,0 +1,114 @@
+"""The three roles a method can play, as typed protocols, and the :class:`Corpus` they are indexed on.
+
+=============  ==========================================  =============================================
+role           what it does                                implementations
+=============  ==========================================  =============================================
+QueryRewriter  ``rewrite(queries) -> list[list[str]]``     Re-Invoke's intent extractor, HyDE (QTA next)
+Retriever      ``index(tool_ids, docs)``; ``search(...)``  bm25, dense, dense-ft, Re-Invoke's expanded
+                                                           index (COLT next)
+Reranker       ``rerank(queries, Ranking, k) -> Ranking``  (ToolRerank, Rerank-m next); may add candidates
+=============  ==========================================  =============================================
+
+Each role has ``fit(catalog)`` (learn from the catalogue's train split, select on its dev split; a no-op
+for unsupervised components), ``save(path)`` and a classmethod ``load(path)`` that round-trip: a loaded
+component ranks exactly as the saved one. A :class:`toolret.pipeline.Pipeline` chains
+``[rewriter] -> retriever -> [reranker ...]``; components are registered in :mod:`toolret.registry`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from toolret.retrieval.base import Ranking
+
+if TYPE_CHECKING:
+    from toolret.catalog.model import Catalog, Tool
+
+ROLES = ("rewriter", "retriever", "reranker")
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """The tools a pipeline is indexed on: ids, one document per tool, and the tool records (with their
+    category -> tool -> API hierarchy, for rerankers that use it)."""
+
+    tool_ids: list[str]
+    documents: list[str]
+    tools: list[Tool]
+
+    @classmethod
+    def from_catalog(cls, catalog: Catalog, docs: str = "original") -> Corpus:
+        return cls(catalog.tool_ids, catalog.docs(docs), list(catalog.tools))
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Index tool documents once, then search batches of queries (best first, ``k`` per query)."""
+
+    name: str
+
+    def fit(self, catalog: Catalog) -> None: ...
+
+    def index(self, tool_ids: Sequence[str], documents: Sequence[str]) -> None: ...
+
+    def search(self, queries: Sequence[str], k: int, query_ids: Sequence[str] | None = None) -> Ranking: ...
+
+    def save(self, path: str | Path) -> None: ...
+
+    @classmethod
+    def load(cls, path: str | Path) -> Retriever: ...
+
+
+@runtime_checkable
+class QueryRewriter(Protocol):
+    """Rewrite each user query into one or more search queries.
+
+    ``fuse`` merges the rankings of one query's rewrites (``None``: the rewriter always returns exactly
+    one query per query and no fusion is needed).
+    """
+
+    name: str
+
+    def fit(self, catalog: Catalog) -> None: ...
+
+    def rewrite(self, queries: Sequence[str]) -> list[list[str]]: ...
+
+    def save(self, path: str | Path) -> None: ...
+
+    @classmethod
+    def load(cls, path: str | Path) -> QueryRewriter: ...
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Reorder (and possibly extend) a first-stage ranking; indexed on the same :class:`Corpus`."""
+
+    name: str
+
+    def fit(self, catalog: Catalog) -> None: ...
+
+    def index(self, corpus: Corpus) -> None: ...
+
+    def rerank(self, queries: Sequence[str], ranking: Ranking, k: int) -> Ranking: ...
+
+    def save(self, path: str | Path) -> None: ...
+
+    @classmethod
+    def load(cls, path: str | Path) -> Reranker: ...
+
+
+def role_of(component: object) -> str:
+    """``"rewriter"``, ``"retriever"`` or ``"reranker"`` for an object implementing one protocol."""
+    if hasattr(component, "rewrite"):
+        return "rewriter"
+    if hasattr(component, "rerank"):
+        return "reranker"
+    if hasattr(component, "search"):
+        return "retriever"
+    raise TypeError(f"{type(component).__name__} implements none of the roles {ROLES}")
+
+
+__all__ = ["Corpus", "QueryRewriter", "ROLES", "Ranking", "Reranker", "Retriever", "role_of"]
