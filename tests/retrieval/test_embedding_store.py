@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import replace
 
 import numpy as np
 
+from toolret.methods.reinvoke.components import MemoEncoder
 from toolret.methods.reinvoke.config import ReInvokeConfig
-from toolret.methods.reinvoke.retriever import MemoEncoder
 from toolret.retrieval.dense import DenseConfig
 from toolret.retrieval.embedding_store import EmbeddingStore, encoder_fingerprint
 
@@ -66,9 +65,9 @@ def test_fingerprint_follows_weights_and_settings(tmp_path):
     cfg = DenseConfig(model=str(model))
     fp = encoder_fingerprint(cfg)
     assert fp == encoder_fingerprint(DenseConfig(model=str(model)))
-    assert fp != encoder_fingerprint(replace(cfg, max_seq_length=128))
-    assert fp != encoder_fingerprint(replace(cfg, normalize=False))
-    assert fp == encoder_fingerprint(replace(cfg, batch_size=8))  # batch size is not part of the identity
+    assert fp != encoder_fingerprint(cfg.replace(max_seq_length=128))
+    assert fp != encoder_fingerprint(cfg.replace(normalize=False))
+    assert fp == encoder_fingerprint(cfg.replace(batch_size=8))  # batch size is not part of the identity
     (model / "model.safetensors").write_bytes(b"weights v2")
     assert fp != encoder_fingerprint(cfg)
 

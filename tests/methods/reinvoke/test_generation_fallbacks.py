@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from toolret.methods.reinvoke.components import IntentRewriter, ReInvokeIndex
 from toolret.methods.reinvoke.config import ReInvokeConfig
 from toolret.methods.reinvoke.generation import (
     LazyLLM,
@@ -12,7 +15,6 @@ from toolret.methods.reinvoke.generation import (
     queries_by_tool,
     status_counts,
 )
-from toolret.methods.reinvoke.retriever import ReInvokeRetriever
 
 
 def test_unparsable_intents_fall_back_to_the_raw_query_and_are_counted(tmp_path, fake_generator_cls):
@@ -33,14 +35,21 @@ def test_unparsable_intents_fall_back_to_the_raw_query_and_are_counted(tmp_path,
     assert p == {"intents": ["raw query"], "status": "malformed", "fallback": True}
 
 
-def test_retriever_counts_intent_fallbacks_and_still_ranks(tmp_path, fake_generator_cls, bow_encoder):
+def test_rewriter_counts_intent_fallbacks_and_the_pipeline_still_ranks(tmp_path, fake_generator_cls, bow_encoder):
+    from toolret.pipeline import Pipeline
+    from toolret.retrieval.dense import DenseRetriever
+
     gen = fake_generator_cls(lambda prompt, j: "I'm sorry, I cannot help with that.")
-    cfg = ReInvokeConfig(query_generator=False)
-    r = ReInvokeRetriever(cfg, llm=LazyLLM(cfg, tmp_path / "c.jsonl", gen), encoder=bow_encoder)
-    r.index(["w", "m"], ["weather forecast rain", "movie search"])
-    ranking = r.search(["rain forecast please"], 2)
+    cfg = ReInvokeConfig()
+    rewriter = IntentRewriter(cfg, llm=LazyLLM(cfg, tmp_path / "c.jsonl", gen))
+    dense = DenseRetriever(encoder=object())
+    dense.encode = lambda texts, show_progress=False: bow_encoder.encode(texts)
+    dense.index(["w", "m"], ["weather forecast rain", "movie search"])
+    ranking = Pipeline(dense, rewriter).search(["rain forecast please"], 2)
     assert ranking.ranked_ids(0)[0] == "w"  # searched with the raw query
-    assert r.stats["intent_fallback"] == 1 and r.last_intents == [["rain forecast please"]]
+    assert rewriter.stats == {"llm_outputs": 1, "fallback": 1}
+    assert rewriter.rewrite(["rain forecast please"]) == [["rain forecast please"]]
+    assert gen.calls == 1  # the second rewrite reused the stored output
 
 
 def test_unparsable_synthetic_queries_are_dropped_and_tools_keep_their_document(tmp_path, fake_generator_cls):
@@ -68,11 +77,16 @@ def test_hyde_json_and_fallbacks(tmp_path, fake_generator_cls):
 
 def test_artifact_from_other_documents_is_regenerated_when_an_llm_is_available(tmp_path, fake_generator_cls,
                                                                               bow_encoder):
+    from toolret.catalog.model import CatalogError
     from toolret.methods.reinvoke.artifacts import doc_sha
 
     stale = [{"tool_id": t, "sample_index": 0, "query": "stale", "doc_sha": doc_sha("old text")} for t in ("w", "m")]
+    cfg = ReInvokeConfig(n_queries=1)
+    with pytest.raises(CatalogError, match="other documents"):  # without an LLM it is refused, not trusted
+        ReInvokeIndex(cfg, "dense", synthetic=stale, encoder=bow_encoder).index(["w", "m"],
+                                                                                 ["weather forecast", "movie search"])
     gen = fake_generator_cls(lambda prompt, j: "fresh query")
-    cfg = ReInvokeConfig(n_queries=1, intent_extractor=False)
-    r = ReInvokeRetriever(cfg, llm=LazyLLM(cfg, tmp_path / "c.jsonl", gen), synthetic=stale, encoder=bow_encoder)
+    r = ReInvokeIndex(cfg, "dense", llm=LazyLLM(cfg, tmp_path / "c.jsonl", gen), synthetic=stale, encoder=bow_encoder)
     r.index(["w", "m"], ["weather forecast", "movie search"])
     assert gen.calls == 2 and {x["query"] for x in r._synthetic} == {"fresh query"}
+    assert r.stats["n_copies"] == 2 and r.stats["tools_without_queries"] == 0

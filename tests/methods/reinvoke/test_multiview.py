@@ -50,3 +50,31 @@ def test_tiebreak_orders_exactly_equal_similarities():
     s = np.array([[0.0, 0.0, 0.0, 0.7]])
     tie = np.array([[3, 1, 2, 0]])  # e.g. the backbone returned tools 3, 1, 2, 0
     assert [c.tool for c in multiview_rank(s, 4, tie)] == [3, 1, 2, 0]
+
+
+def test_intent_rewriter_fuse_gives_the_multiview_order_per_query():
+    from toolret.methods.reinvoke.components import IntentRewriter
+    from toolret.retrieval.base import Ranking
+
+    tools = ["t0", "t1", "t2", "t3", "t4"]
+    # rows in groups order: query A has two intents (rows 0, 1), query B one intent (row 2); every row
+    # ranks every tool, best first
+    rows = [
+        ([1, 0, 3, 2, 4], [0.95, 0.90, 0.20, 0.10, 0.05]),  # A, intent 0: t1 > t0 > t3 > t2 > t4
+        ([3, 4, 2, 0, 1], [0.40, 0.35, 0.30, 0.10, 0.00]),  # A, intent 1: t3 > t4 > t2 > t0 > t1
+        ([2, 0, 1, 3, 4], [0.80, 0.50, 0.30, 0.20, 0.10]),  # B, its only intent
+    ]
+    ranking = Ranking(["A:0", "A:1", "B:0"], tools, np.array([r[0] for r in rows]),
+                      np.array([r[1] for r in rows], dtype=np.float32))
+    groups = [["weather in Paris", "hotel in Paris"], ["a movie"]]
+    fused = IntentRewriter().fuse(groups, ranking, 4, ["A", "B"])
+    assert fused.query_ids == ["A", "B"] and fused.tool_ids == tools
+    # A by (rank within its intent, similarity): rank 0 -> t1 (.95), t3 (.40); rank 1 -> t0 (.90), t4 (.35).
+    # t3 (0.40) precedes t0 (0.90): intent 1's top tool beats intent 0's second tool.
+    assert fused.ranked_ids(0) == ["t1", "t3", "t0", "t4"]
+    # B: one intent = its own similarity order, cut at k
+    assert fused.ranked_ids(1) == ["t2", "t0", "t1", "t3"]
+    # scores decrease along the order (TREC runs sort by score): rank dominates, then similarity
+    np.testing.assert_allclose(fused.scores[0], [0.95 / 1.95, 0.40 / 1.40, -2 + 0.90 / 1.90, -2 + 0.35 / 1.35],
+                               rtol=1e-6)
+    assert list(fused.as_run()["A"]) == ["t1", "t3", "t0", "t4"]

@@ -101,7 +101,7 @@ _LLM = ("reinvoke",)
 _SMALL = {"cache": False}  # generated text, a few MB at most: kept in git so a fresh clone needs no LLM
 
 register_stage(StageTemplate(
-    name="synth_queries", order=40, foreach="${reinvoke_datasets}",
+    name="synth_queries", order=40, costly=True, foreach="${reinvoke_datasets}",
     desc="Re-Invoke synthetic queries: the LLM writes n queries per tool (original documents)",
     cmd="toolret fit --method reinvoke-qgen --catalog data/curated/${item} "
         "--out data/reinvoke/${item}/synthetic_queries.jsonl",
@@ -112,7 +112,7 @@ register_stage(StageTemplate(
 for _kind, _component, _what in (("intents", "reinvoke-intents", "intents the LLM extracts from each test query"),
                                  ("hyde", "hyde-docs", "HyDE hypothetical tool documents of the test queries")):
     register_stage(StageTemplate(
-        name=_kind, order=41, foreach="${reinvoke_datasets}", desc=f"Re-Invoke: {_what}",
+        name=_kind, order=41, costly=True, foreach="${reinvoke_datasets}", desc=f"Re-Invoke: {_what}",
         cmd=f"toolret rewrite --method {_component} --catalog data/curated/${{item}} --split test "
             f"--out data/reinvoke/${{item}}/{_kind}.jsonl",
         entry="toolret.cli:cmd_rewrite", components=(f"{_component}+dense",), deps=("data/curated/${item}",), params=_LLM,
