@@ -14,6 +14,22 @@ from dagster_project.schedules import build_schedules
 from dagster_project.sensors import build_sensors
 
 ALL_JOB = "toolret_all"
+RUN_JOB = "toolret_run"
+
+
+def deferred_items(items, root: Path) -> list:
+    """Stage items `toolret_run` leaves out: costly stages (fine-tuning, LLM generation) whose outputs
+    are not on disk yet (e.g. not restored by ``dvc pull``), and everything downstream of them."""
+    by_name = {i.name: i for i in items}
+    skipped = {i.name for i in items if i.costly and not all((root / o).exists() for o in i.outs)}
+    changed = True
+    while changed:
+        changed = False
+        for i in items:
+            if i.name not in skipped and any(u in skipped for u in i.upstream):
+                skipped.add(i.name)
+                changed = True
+    return [by_name[n] for n in sorted(skipped)]
 
 
 def build_definitions(project_dir: str | Path | None = None) -> dg.Definitions:
@@ -26,11 +42,18 @@ def build_definitions(project_dir: str | Path | None = None) -> dg.Definitions:
     items = load_stage_items(root)
     assets = [*build_dvc_assets(items), *build_report_assets(items)]
     groups = {i.stage for i in items} | ({"report"} if len(assets) > len(items) else set())
+    deferred = deferred_items(items, root)
+    run_selection = dg.AssetSelection.all() - dg.AssetSelection.assets(*[i.asset_key for i in deferred])
     return dg.Definitions(
         assets=assets,
         asset_checks=build_checks(items),
         jobs=[dg.define_asset_job(ALL_JOB, selection=dg.AssetSelection.all(),
-                                  description="Every DVC stage, check and report of the project.")],
+                                  description="Every DVC stage, check and report of the project (the full "
+                                              "paper protocol: fine-tuning and LLM generation included)."),
+              dg.define_asset_job(RUN_JOB, selection=run_selection,
+                                  description="`make run`: every stage except costly ones (fine-tuning, LLM "
+                                              "generation) whose outputs are not there yet, and what depends on "
+                                              f"them ({len(deferred)} deferred when the code location loaded).")],
         schedules=build_schedules(groups),
         sensors=build_sensors(items, root),
         resources={

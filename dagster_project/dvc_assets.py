@@ -54,6 +54,7 @@ class StageItem:
     params: tuple[str, ...]
     outs: tuple[str, ...]
     upstream: tuple[str, ...] = field(default=())
+    costly: bool = False  # dvc.yaml `meta: {costly: true}`: hours of training / generation
 
     @property
     def asset_key(self) -> dg.AssetKey:
@@ -177,14 +178,14 @@ def load_stage_items(project_dir: str | Path | None = None) -> list[StageItem]:
                     if m.group("method"):
                         facets.setdefault("method", m.group("method"))
             raw.append((s.name, base, key_path, facets, s.cmd if isinstance(s.cmd, str) else " && ".join(s.cmd),
-                        deps, tuple(params), outs))
+                        deps, tuple(params), outs, bool((getattr(s, "meta", None) or {}).get("costly"))))
     items: list[StageItem] = []
-    for name, base, key_path, facets, cmd, deps, params, outs in raw:
+    for name, base, key_path, facets, cmd, deps, params, outs, costly in raw:
         upstream = tuple(
             other[0] for other in raw
             if other[0] != name and any(_overlaps(d, o) for d in deps for o in other[7])
         )
-        items.append(StageItem(name, base, key_path, facets, cmd, deps, params, outs, upstream))
+        items.append(StageItem(name, base, key_path, facets, cmd, deps, params, outs, upstream, costly))
     names = [i.op_name for i in items]
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:

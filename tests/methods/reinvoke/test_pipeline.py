@@ -1,5 +1,6 @@
-"""Artifacts -> evaluation -> report on the fixture catalogue (fake LLM, bag-of-words encoder), the
-registry entries, cheap import, and round-trip consistency."""
+"""Artifacts -> pipelines evaluated through the CLI -> ablation grid -> report, on the fixture catalogue
+(fake LLM; the real packaged MiniLM encoder, in memory); the registry entries, cheap import, and
+round-trip consistency."""
 
 from __future__ import annotations
 
@@ -7,80 +8,181 @@ import json
 import subprocess
 import sys
 
+import pytest
+import yaml
+
+from toolret.catalog.io import save_catalog
+from toolret.catalog.model import CatalogError
 from toolret.catalog.registry import load_dataset
-from toolret.methods.reinvoke.artifacts import build_hyde, build_intents, build_synthetic_queries, read_jsonl
-from toolret.methods.reinvoke.config import ReInvokeConfig
+from toolret.methods.reinvoke.artifacts import build_hyde, build_intents, load_artifact, meta_path, read_jsonl
 from toolret.methods.reinvoke.generation import LazyLLM
 
 
-def _fake_llm(cfg, path, fake_generator_cls):
-    def respond(prompt, j):
-        if "<tool>" in prompt:  # query generator: echo words of the tool's api name
-            name = prompt.split("api_name:")[1].split(",")[0] if "api_name:" in prompt else "tool"
-            return f"Please use {name} for me ({j})"
-        if "JSON" in prompt or "name" in prompt and "description" in prompt:
-            return '{"name": "X", "description": "does things"}'
-        body = prompt.split("<query>")[-1].split("</query>")[0].strip()
-        return "1. " + body
-    return LazyLLM(cfg, path, fake_generator_cls(respond))
+def _query_body(prompt: str) -> str:
+    return prompt.split("<query>")[-1].split("</query>")[0].strip()
 
 
-def test_artifacts_evaluate_and_report(tmp_path, fixture_catalog_dir, fake_generator_cls, bow_encoder):
-    from toolret.methods.reinvoke.experiment import run
-    from toolret.methods.reinvoke.report import write_report
+def _fake_llms(cfg, tmp_path, fake_generator_cls):
+    """Three fake LLMs over one JSONL cache: query generator, intent extractor (two intents per query),
+    HyDE writer (the fake sees only the last message, where intent and HyDE prompts look alike)."""
 
+    def queries(prompt, j):
+        name = prompt.split("api_name:")[1].split(",")[0].strip() if "api_name:" in prompt else "tool"
+        return f"Please use {name} for me ({j})"
+
+    def intents(prompt, j):
+        body = _query_body(prompt)
+        return f"1. {body}\n2. {' '.join(body.split()[:3])}"
+
+    def hyde(prompt, j):
+        return json.dumps({"name": "Tool", "description": f"Answers: {_query_body(prompt)}"})
+
+    cache = tmp_path / "llm_cache.jsonl"
+    return tuple(LazyLLM(cfg, cache, fake_generator_cls(f)) for f in (queries, intents, hyde))
+
+
+SMALL_PARAMS = {
+    "evaluation": {"ks": [1, 5, 10], "k_max": 10, "bootstrap_samples": 50},
+    "reinvoke": {
+        "n_queries": 2, "embedding_cache_dir": "off",
+        "ablations": {
+            "baseline": {"method": "dense"},
+            "qgen": {"method": "reinvoke-qgen", "baseline": "baseline"},
+            "qgen_intent": {"method": "reinvoke", "baseline": "baseline"},
+            "qgen_n1": {"method": "reinvoke-qgen", "set": {"reinvoke.n_queries": 1}, "baseline": "baseline"},
+            "bm25_baseline": {"method": "bm25"},
+            "bm25_qgen_intent": {"method": "reinvoke-bm25", "baseline": "bm25_baseline"},
+        },
+    },
+}
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch, fixture_catalog_dir):
+    """A temporary project (``params.yaml`` + ``data/``) holding the curated fixture catalogue."""
+    proj = tmp_path / "project"
+    proj.mkdir()
+    monkeypatch.setenv("TOOLRET_PROJECT_DIR", str(proj))
+    monkeypatch.setenv("TOOLRET_CACHE_HOME", str(tmp_path / "cache_home"))
     catalog = load_dataset(str(fixture_catalog_dir))
-    params = {"reinvoke": {"n_queries": 2}, "evaluation": {"ks": [1, 5, 10], "k_max": 10, "bootstrap_samples": 50}}
-    cfg = ReInvokeConfig.from_params(params)
-    llm = _fake_llm(cfg, tmp_path / "cache.jsonl", fake_generator_cls)
-    art = tmp_path / "art"
-    synth, meta = build_synthetic_queries(catalog, cfg, art / "synthetic_queries.jsonl", llm=llm)
-    assert meta["counts"]["n"] == 2 * len(catalog.tools) and meta["counts"]["failed"] == 0
-    intents, _ = build_intents(catalog, cfg, art / "intents.jsonl", llm=llm)
-    hyde, _ = build_hyde(catalog, cfg, art / "hyde.jsonl", llm=llm)
+    curated = save_catalog(catalog, proj / "data" / "curated" / catalog.name)
+    raw = json.loads(json.dumps(SMALL_PARAMS))
+    raw["reinvoke"]["paper_columns"] = {catalog.name: "multi-tool"}
+    (proj / "params.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+    return proj, catalog, curated
+
+
+def _cli(proj, *args: str) -> None:
+    from toolret.cli import main
+
+    assert main(["--params", str(proj / "params.yaml"), *args]) == 0, args
+
+
+def test_artifacts_evaluate_grid_and_report(tmp_path, project, fake_generator_cls, bow_encoder):
+    from toolret.config import data_dir, load_params
+    from toolret.methods.reinvoke.components import ReInvokeIndex
+
+    proj, catalog, curated = project
+    assert data_dir() == proj / "data"
+    params = load_params()
+    cfg = params.reinvoke.component_config()
+    assert cfg.n_queries == 2 and cfg.generate_queries == 2
+    qgen_llm, intent_llm, hyde_llm = _fake_llms(cfg, tmp_path, fake_generator_cls)
+    art = data_dir() / "reinvoke" / catalog.name
+    # fit stage: synthetic queries (+ round-trip consistency) through the index component's own fit
+    ReInvokeIndex(cfg, "dense", llm=qgen_llm, artifact=art / "synthetic_queries.jsonl", encoder=bow_encoder).fit(catalog)
+    synth = read_jsonl(art / "synthetic_queries.jsonl")
+    syn_meta = json.loads(meta_path(art / "synthetic_queries.jsonl").read_text())
+    assert syn_meta["counts"]["n"] == 2 * len(catalog.tools) == len(synth) and syn_meta["counts"]["failed"] == 0
+    assert 0 <= syn_meta["round_trip"]["recall@5"] <= 1 and syn_meta["round_trip"]["n_queries"] == len(synth)
+    intents, _ = build_intents(catalog, cfg, art / "intents.jsonl", llm=intent_llm)
+    hyde, _ = build_hyde(catalog, cfg, art / "hyde.jsonl", llm=hyde_llm)
     assert read_jsonl(art / "intents.jsonl") == intents
-    ablations = {"baseline": {"query_generator": False, "intent_extractor": False}, "qgen": {"intent_extractor": False},
-                 "qgen_intent": {}, "bm25_baseline": {"backbone": "bm25", "query_generator": False,
-                                                      "intent_extractor": False}}
-    runs = tmp_path / "runs" / catalog.name
-    summary = run(catalog, params, runs, synthetic=synth, intents=intents, hyde=hyde, ablations=ablations,
-                  encoder=bow_encoder, log=lambda s: None)
+    assert all(len(r["intents"]) == 2 and not r["fallback"] for r in intents)
+    assert not any(r["fallback"] for r in hyde)
+
+    # the artifacts are used only when made with the current generation settings
+    assert len(load_artifact(art / "synthetic_queries.jsonl", cfg)) == len(synth)
+    assert len(load_artifact(art / "intents.jsonl", cfg)) == len(intents)
+    assert len(load_artifact(art / "hyde.jsonl", cfg)) == len(hyde)
+    assert load_artifact(art / "synthetic_queries.jsonl", cfg.replace(temperature=1.0)) is None  # other settings
+    assert load_artifact(art / "synthetic_queries.jsonl", cfg.replace(n_queries=3)) is None  # too few samples
+    assert load_artifact(art / "intents.jsonl", cfg.replace(temperature=1.0)) is not None  # not an intent setting
+
+    # index + evaluate-index (the DVC stages) for the three pipelines: no LLM needed, the artifacts suffice
+    runs = data_dir() / "runs" / catalog.name
+    n_test = len(catalog.split("test"))
     for method in ("reinvoke", "reinvoke-bm25", "hyde"):
+        index_dir = data_dir() / "indexes" / catalog.name / method
+        _cli(proj, "index", "--catalog", str(curated), "--method", method, "--docs", "original", "--out", str(index_dir))
+        _cli(proj, "evaluate-index", "--catalog", str(curated), "--index", str(index_dir), "--out", str(runs / method))
         result = json.loads((runs / method / "original.json").read_text())
-        assert result["method"] == method and result["n_queries"] == len(catalog.split("test"))
+        assert result["method"] == method and result["n_queries"] == n_test
         assert {"ndcg@5", "recall@5", "comp@5"} <= set(result["metrics"]) and "ci95" in result
         assert (runs / method / "original.per_query.jsonl").is_file()
-    assert set(summary["ablations"]) == set(ablations)
-    assert summary["ablations"]["qgen"]["vs_baseline"]["ndcg@5"]["baseline"] == "baseline"
-    assert 0 <= summary["round_trip"]["recall@5"] <= 1 and summary["round_trip"]["n_queries"] == len(synth)
-    from toolret.methods.reinvoke.artifacts import load_matching
+    reinvoke_stats = json.loads((runs / "reinvoke" / "original.json").read_text())["components"]
+    assert reinvoke_stats["reinvoke-qgen"]["n_copies"] == 2 * len(catalog.tools)
+    assert reinvoke_stats["reinvoke-intents"]["llm_outputs"] == 0  # every intent came from the artifact
 
-    got = load_matching(art, cfg)
-    assert len(got["synthetic"]) == len(synth) and len(got["intents"]) == len(intents) and len(got["hyde"]) == len(hyde)
-    assert "synthetic" not in load_matching(art, cfg.replace(temperature=1.0))  # made with other settings
-    assert "synthetic" not in load_matching(art, cfg.replace(n_queries=3))  # too few samples per tool
-    assert "intents" in load_matching(art, cfg.replace(temperature=1.0))
-    out = write_report(tmp_path / "runs", [catalog.name], tmp_path / "report.md")
+    # the ablation grid, paired-tested against each row's baseline
+    _cli(proj, "evaluate-grid", "--catalog", str(curated), "--grid", "reinvoke.ablations",
+         "--out", str(runs / "reinvoke-ablations"))
+    summary = json.loads((runs / "reinvoke-ablations" / "summary.json").read_text())
+    variants = summary["variants"]
+    assert set(variants) == set(SMALL_PARAMS["reinvoke"]["ablations"])
+    assert variants["qgen"]["vs_baseline"]["ndcg@5"]["baseline"] == "baseline"
+    assert variants["bm25_qgen_intent"]["vs_baseline"]["ndcg@5"]["baseline"] == "bm25_baseline"
+    assert "vs_baseline" not in variants["baseline"]
+    assert variants["qgen_n1"]["components"]["reinvoke-qgen"]["n_copies"] == len(catalog.tools)  # the override took
+    assert variants["qgen"]["components"]["reinvoke-qgen"]["n_copies"] == 2 * len(catalog.tools)
+    # the grid's full method equals the separately indexed and evaluated pipeline
+    assert variants["qgen_intent"]["metrics"] == json.loads((runs / "reinvoke" / "original.json").read_text())["metrics"]
+
+    out = tmp_path / "report.md"
+    _cli(proj, "report-ablations", "--method", "reinvoke", "--runs", str(data_dir() / "runs"),
+         "--datasets", catalog.name, "--out", str(out))
     text = out.read_text()
-    assert "(a) + Query generator" in text and "Round-trip consistency" in text and "```json" in text
+    assert f"### {catalog.name} — compared with the paper's ToolE multi-tool column" in text
+    assert "(a) + Query generator" in text and "(a) + Both = Re-Invoke" in text and "| HyDE (dense) |" in text
+    assert "Re-Invoke w/ BM25" in text and "Round-trip consistency" in text and "```json" in text
     # n_queries=2 here: the report says so and labels the query-count row with the real n, not the paper's 10
     assert "2 synthetic queries per tool" in text and "(c) 2 synthetic queries" in text
     assert "(c) 10 synthetic queries" not in text
+    data = json.loads(text.split("```json\n", 1)[1].split("\n```", 1)[0])[catalog.name]
+    assert data["ablations"]["qgen"]["metrics"]["ndcg@5"] == variants["qgen"]["metrics"]["ndcg@5"]
+    assert data["synthetic_queries"]["n"] == len(synth) and data["intents"]["mean_intents"] == 2
 
 
-def test_registry_methods_and_cheap_import(fixture_catalog_dir):
-    code = ("import sys; import toolret.methods.reinvoke as m; "
-            "from toolret.retrieval.registry import METHODS; "
-            "assert {'reinvoke', 'reinvoke-bm25', 'hyde'} <= set(METHODS); "
-            "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'heavy import'")
+def test_registry_pipelines_and_cheap_import(project):
+    code = ("import sys; import toolret.methods.reinvoke; "
+            "heavy = [m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules]; "
+            "assert not heavy, f'heavy import: {heavy}'")
     subprocess.run([sys.executable, "-c", code], check=True)
-    from toolret.retrieval.registry import build_retriever
+    from toolret.config import load_params
+    from toolret.methods.reinvoke.components import HydeRewriter, IntentRewriter, ReInvokeIndex
+    from toolret.pipeline import build_pipeline
+    from toolret.registry import parse_spec, pipelines
+    from toolret.retrieval.dense import DenseRetriever
 
-    catalog = load_dataset(str(fixture_catalog_dir))
-    params = {"reinvoke": {"n_queries": 3, "per_dataset": {catalog.name: {"n_queries": 1}}}}
-    r = build_retriever("reinvoke-bm25", catalog, params)
-    assert r.name == "reinvoke-bm25" and r.config.backbone == "bm25" and r.config.n_queries == 1
-    assert build_retriever("hyde", catalog, params).name == "hyde"
+    assert {"reinvoke", "reinvoke-bm25", "hyde"} <= set(pipelines())
+    spec = parse_spec("reinvoke")
+    assert spec.components == ["reinvoke-intents", "reinvoke-qgen"] and spec.label == "reinvoke"
+    assert parse_spec("reinvoke-bm25").components == ["reinvoke-intents", "reinvoke-qgen-bm25"]
+    spec = parse_spec("reinvoke-intents+bm25")
+    assert (spec.rewriter, spec.retriever, spec.rerankers) == ("reinvoke-intents", "bm25", ())
+    with pytest.raises(CatalogError):
+        parse_spec("bm25+reinvoke-intents")  # a rewriter after the retriever
+    with pytest.raises(CatalogError):
+        parse_spec("reinvoke-intents+hyde-docs")  # two rewriters, no retriever
+
+    _, catalog, _ = project
+    params = load_params()
+    p = build_pipeline("reinvoke-bm25", catalog, params)
+    assert p.name == "reinvoke-bm25" and isinstance(p.rewriter, IntentRewriter)
+    assert isinstance(p.retriever, ReInvokeIndex) and p.retriever.backbone == "bm25"
+    assert p.retriever.name == "reinvoke-qgen-bm25" and p.retriever.config.n_queries == 2
+    h = build_pipeline("hyde", catalog, params)
+    assert h.name == "hyde" and isinstance(h.rewriter, HydeRewriter) and isinstance(h.retriever, DenseRetriever)
 
 
 def test_round_trip_consistency_counts_own_tool_hits():

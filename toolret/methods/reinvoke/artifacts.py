@@ -9,7 +9,7 @@
 Each file has a ``<name>.meta.json`` sidecar (config, model id + revision, prompt versions, parse-status
 counts, generation/cached counts, seconds). Files are written atomically (``toolret.atomic``): a killed
 run leaves the previous artifact; its finished generations are already in the LLM JSONL cache
-(``data/llm_cache/reinvoke/<ds>.jsonl``, outside DVC's outputs so ``dvc repro`` never deletes it), so the
+(``<cache home>/llm/<model>.jsonl``, outside the work tree and DVC's outputs, so ``dvc repro`` never deletes it), so the
 re-run only generates what is missing.
 """
 

@@ -1,7 +1,7 @@
 """The LLM side of Re-Invoke: synthetic queries (index time), intents and HyDE documents (query time).
 
 All generation goes through ``toolret.llm.cache.CachedGenerator`` (one append-only JSONL file per
-dataset under ``data/llm_cache/reinvoke/``), so a killed run resumes and a second run generates
+LLM under ``<cache home>/llm/``, shared by every catalogue), so a killed run resumes and a second run generates
 nothing. Prompts and default decoding settings come from ``toolret.llm.prompts``; outputs are parsed
 with ``toolret.llm.parsing`` and every record keeps its parse status so the artifacts can be audited.
 
