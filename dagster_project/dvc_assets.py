@@ -194,10 +194,11 @@ def load_stage_items(project_dir: str | Path | None = None) -> list[StageItem]:
 
 
 def load_params(project_dir: str | Path) -> dict[str, Any]:
-    """The project's ``params.yaml``, validated (defaults filled in), as plain data."""
-    from toolret.config import load_params as _load
+    """The project's ``params.yaml`` as written (``{}`` when absent): the graph is DVC's, whatever the
+    params hold; ``toolret`` commands validate them when they run."""
+    from toolret.config import read_params_file
 
-    return _load(Path(project_dir) / "params.yaml").model_dump(mode="json")
+    return read_params_file(Path(project_dir) / "params.yaml")[0]
 
 
 # -- results ---------------------------------------------------------------------------------------

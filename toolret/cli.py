@@ -134,13 +134,14 @@ def _provenance(catalog, params, spec: str, artifacts: dict[str, str] | None = N
 
 
 def _evaluate(pipeline, catalog, params, *, method: str, docs: str, split: str = "test",
-              ks: list[int] | None = None, artifacts: dict[str, str] | None = None):
+              ks: list[int] | None = None, artifacts: dict[str, str] | None = None, spec: str | None = None):
+    """Evaluate a built pipeline; ``spec`` (default ``method``) names its components for provenance."""
     from toolret.evaluation import evaluate_retriever
 
     ev = params.evaluation
     result, rows = evaluate_retriever(pipeline, catalog, method=method, docs=docs, ks=ks or ev.ks, k_max=ev.k_max,
                                       split=split, bootstrap_samples=ev.bootstrap_samples, seed=ev.seed,
-                                      provenance=_provenance(catalog, params, method, artifacts))
+                                      provenance=_provenance(catalog, params, spec or method, artifacts))
     stats = {c.name: c.stats for c in pipeline.components if getattr(c, "stats", None)}
     if stats:
         result["components"] = stats
@@ -217,7 +218,8 @@ def cmd_evaluate_grid(args: argparse.Namespace) -> None:
             p = apply_overrides(params, variant.set) if variant.set else params
             pipeline = build_pipeline(variant.method, catalog, p)
             pipeline.index(Corpus.from_catalog(catalog, args.docs))
-            result, rows = _evaluate(pipeline, catalog, p, method=f"{variant.method}[{name}]", docs=args.docs)
+            result, rows = _evaluate(pipeline, catalog, p, method=f"{variant.method}[{name}]", docs=args.docs,
+                                     spec=variant.method)
             result["grid"] = {"name": name, **variant.model_dump()}
             write_result(result, rows, tmp / f"{name}.json", run_info_to=out / f"{name}.json")
             results[name] = (result, rows)

@@ -77,3 +77,15 @@ def test_weekly_schedule_targets_training_and_evaluation() -> None:
     groups = {k.path[0] for k in keys}
     assert {"index", "evaluate", "report"} <= groups
     assert not groups & {"catalog", "clean"}
+
+
+def test_empty_cursor_records_a_baseline(tmp_path: Path) -> None:
+    """The UI's "Preview tick" evaluates the sensor with cursor "": that is no cursor, not "everything changed"."""
+    project, _ = _project(tmp_path)
+    sensor = build_definitions(project).resolve_sensor_def("raw_data_sensor")
+    instance = dg.DagsterInstance.ephemeral()
+    result = sensor(dg.build_sensor_context(instance=instance, cursor=""))
+    assert not result.run_requests
+    assert set(json.loads(result.cursor)) == {"fixture", "other"}  # the baseline is recorded
+    again = sensor(dg.build_sensor_context(instance=instance, cursor=result.cursor))
+    assert not again.run_requests

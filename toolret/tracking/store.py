@@ -8,6 +8,18 @@ from pathlib import Path
 from typing import Any
 
 _KEY_BAD = re.compile(r"[^A-Za-z0-9_\-. /:]")
+_FILTER_SAFE = re.compile(r"^[A-Za-z0-9_\-. /@\[\]]*$")
+
+# MLflow 3's UI opens an experiment on the view of its kind: untagged experiments are guessed and may
+# open on the (empty) GenAI traces view. These are the tag and value the UI reads for "Machine learning"
+# (runs table); see the `mlflow.experimentKind` tag in the MLflow 3 docs / UI sources.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+
+# Run bookkeeping tags (see :func:`find_run` / :func:`make_current`).
+INPUTS_TAG = "toolret.inputs"  # digest of everything the run was logged from
+CURRENT_TAG = "toolret.current"  # "true" on the newest run of an identity, "false" on the older ones
+SUPERSEDED_TAG = "toolret.superseded_by"  # on older runs: the run id that replaced them
 
 
 def default_tracking_uri(project_dir: str | Path | None = None) -> str:
@@ -42,17 +54,78 @@ def get_client(tracking_uri: str | None = None, project_dir: str | Path | None =
 
 
 def get_or_create_experiment(client: Any, name: str) -> str:
-    """The id of experiment ``name``, created (with the project's artifact folder) when missing."""
+    """The id of experiment ``name``, created (with the project's artifact folder) when missing.
+
+    The experiment is tagged as a model-development experiment (:data:`EXPERIMENT_KIND`) so the MLflow UI
+    opens it on the runs table; an existing experiment without the tag gets it (a kind chosen by
+    someone else is left alone).
+    """
     exp = client.get_experiment_by_name(name)
-    if exp is not None:
-        return exp.experiment_id
-    try:
-        return client.create_experiment(name, artifact_location=local_artifact_root(client.tracking_uri))
-    except Exception:  # created concurrently
-        exp = client.get_experiment_by_name(name)
-        if exp is None:
-            raise
-        return exp.experiment_id
+    if exp is None:
+        try:
+            return client.create_experiment(name, artifact_location=local_artifact_root(client.tracking_uri),
+                                            tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+        except Exception:  # created concurrently
+            exp = client.get_experiment_by_name(name)
+            if exp is None:
+                raise
+    if not (exp.tags or {}).get(EXPERIMENT_KIND_TAG):
+        client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    return exp.experiment_id
+
+
+def digest(obj: Any) -> str:
+    """sha256 of the canonical JSON of ``obj`` (the identity of a run's inputs)."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+
+
+def runs_of(client: Any, experiment_id: str, identity: dict[str, str]) -> list[Any]:
+    """The active runs whose tags carry every ``identity`` tag with that exact value, newest first."""
+    safe = {k: v for k, v in identity.items() if _FILTER_SAFE.match(v) and _FILTER_SAFE.match(k)}
+    filter_string = " and ".join(f"tags.`{k}` = '{v}'" for k, v in safe.items())
+    runs = client.search_runs([experiment_id], filter_string, max_results=50000, order_by=["attributes.start_time DESC"])
+    return [r for r in runs if all(r.data.tags.get(k) == v for k, v in identity.items())]
+
+
+def find_run(client: Any, experiment_id: str, identity: dict[str, str], inputs: str) -> Any | None:
+    """The newest FINISHED run of ``identity`` logged from the same ``inputs`` digest (``None`` if none)."""
+    for run in runs_of(client, experiment_id, identity):
+        if run.data.tags.get(INPUTS_TAG) == inputs and run.info.status == "FINISHED":
+            return run
+    return None
+
+
+def make_current(client: Any, experiment_id: str, identity: dict[str, str], run_id: str) -> None:
+    """Mark ``run_id`` the current run of ``identity``; every other run of it points to it as superseded.
+
+    Older runs are kept (their numbers stay comparable in the UI); filter the runs table with
+    ``tags.toolret.current = 'true'`` to see only the current ones.
+    """
+    for run in runs_of(client, experiment_id, identity):
+        tags = run.data.tags
+        if run.info.run_id == run_id:
+            if tags.get(CURRENT_TAG) != "true":
+                client.set_tag(run_id, CURRENT_TAG, "true")
+            if SUPERSEDED_TAG in tags:
+                client.delete_tag(run_id, SUPERSEDED_TAG)
+        elif tags.get(CURRENT_TAG) != "false":  # runs superseded earlier keep their link
+            client.set_tag(run.info.run_id, CURRENT_TAG, "false")
+            client.set_tag(run.info.run_id, SUPERSEDED_TAG, run_id)
+
+
+def run_url(ui_url: str, experiment_id: str, run_id: str) -> str:
+    """The MLflow UI page of a run (``<ui>/#/experiments/<exp>/runs/<run>``)."""
+    return f"{ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+
+
+def model_version_url(ui_url: str, name: str, version: str | int) -> str:
+    """The MLflow UI page of a registered model version."""
+    from urllib.parse import quote
+
+    return f"{ui_url.rstrip('/')}/#/models/{quote(name, safe='')}/versions/{version}"
 
 
 def safe_key(key: str) -> str:

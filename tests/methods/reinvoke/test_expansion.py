@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from toolret.methods.reinvoke.components import IntentRewriter, ReInvokeIndex
 from toolret.methods.reinvoke.config import ReInvokeConfig
 from toolret.methods.reinvoke.expansion import (
     aggregate_embeddings,
@@ -13,7 +14,6 @@ from toolret.methods.reinvoke.expansion import (
     build_copies,
     expanded_text,
 )
-from toolret.methods.reinvoke.components import IntentRewriter, ReInvokeIndex
 from toolret.pipeline import Pipeline
 
 

@@ -1,6 +1,6 @@
 """Artifacts -> pipelines evaluated through the CLI -> ablation grid -> report, on the fixture catalogue
-(fake LLM; the real packaged MiniLM encoder, in memory); the registry entries, cheap import, and
-round-trip consistency."""
+(fake LLM; the real packaged MiniLM encoder, its embeddings kept in a temporary store); the registry entries,
+cheap import, and round-trip consistency."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def _fake_llms(cfg, tmp_path, fake_generator_cls):
 SMALL_PARAMS = {
     "evaluation": {"ks": [1, 5, 10], "k_max": 10, "bootstrap_samples": 50},
     "reinvoke": {
-        "n_queries": 2, "embedding_cache_dir": "off",
+        "n_queries": 2,
         "ablations": {
             "baseline": {"method": "dense"},
             "qgen": {"method": "reinvoke-qgen", "baseline": "baseline"},
@@ -68,35 +68,55 @@ def project(tmp_path, monkeypatch, fixture_catalog_dir):
     curated = save_catalog(catalog, proj / "data" / "curated" / catalog.name)
     raw = json.loads(json.dumps(SMALL_PARAMS))
     raw["reinvoke"]["paper_columns"] = {catalog.name: "multi-tool"}
+    raw["reinvoke"]["embedding_cache_dir"] = str(tmp_path / "embeddings")  # shared by the grid's rows
     (proj / "params.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
     return proj, catalog, curated
 
 
-def _cli(proj, *args: str) -> None:
+def _cli(proj, *args: str) -> int:
     from toolret.cli import main
 
-    assert main(["--params", str(proj / "params.yaml"), *args]) == 0, args
+    return main(["--params", str(proj / "params.yaml"), *args])
 
 
-def test_artifacts_evaluate_grid_and_report(tmp_path, project, fake_generator_cls, bow_encoder):
+def _write_artifacts(tmp_path, catalog, fake_generator_cls, bow_encoder):
+    """The fit / rewrite stages' artifacts under ``data/reinvoke/<ds>`` (fake LLMs; the synthetic queries
+    through the index component's own ``fit``, which adds round-trip consistency to their meta)."""
     from toolret.config import data_dir, load_params
     from toolret.methods.reinvoke.components import ReInvokeIndex
 
-    proj, catalog, curated = project
-    assert data_dir() == proj / "data"
-    params = load_params()
-    cfg = params.reinvoke.component_config()
-    assert cfg.n_queries == 2 and cfg.generate_queries == 2
+    cfg = load_params().reinvoke.component_config()
     qgen_llm, intent_llm, hyde_llm = _fake_llms(cfg, tmp_path, fake_generator_cls)
     art = data_dir() / "reinvoke" / catalog.name
-    # fit stage: synthetic queries (+ round-trip consistency) through the index component's own fit
     ReInvokeIndex(cfg, "dense", llm=qgen_llm, artifact=art / "synthetic_queries.jsonl", encoder=bow_encoder).fit(catalog)
-    synth = read_jsonl(art / "synthetic_queries.jsonl")
+    intents, _ = build_intents(catalog, cfg, art / "intents.jsonl", llm=intent_llm)
+    hyde, _ = build_hyde(catalog, cfg, art / "hyde.jsonl", llm=hyde_llm)
+    return cfg, art, read_jsonl(art / "synthetic_queries.jsonl"), intents, hyde
+
+
+def _index_and_evaluate(proj, curated, catalog, method: str) -> dict:
+    """``toolret index`` + ``toolret evaluate-index`` (the DVC stages): the saved pipeline, evaluated."""
+    from toolret.config import data_dir
+
+    index_dir = data_dir() / "indexes" / catalog.name / method
+    runs = data_dir() / "runs" / catalog.name / method
+    assert _cli(proj, "index", "--catalog", str(curated), "--method", method, "--docs", "original",
+                "--out", str(index_dir)) == 0
+    assert _cli(proj, "evaluate-index", "--catalog", str(curated), "--index", str(index_dir), "--out", str(runs)) == 0
+    assert (runs / "original.per_query.jsonl").is_file()
+    return json.loads((runs / "original.json").read_text())
+
+
+def test_artifacts_and_pipelines_evaluated_through_the_cli(tmp_path, project, fake_generator_cls, bow_encoder):
+    from toolret.config import data_dir
+
+    proj, catalog, curated = project
+    assert data_dir() == proj / "data"
+    cfg, art, synth, intents, hyde = _write_artifacts(tmp_path, catalog, fake_generator_cls, bow_encoder)
+    assert cfg.n_queries == 2 and cfg.generate_queries == 2
     syn_meta = json.loads(meta_path(art / "synthetic_queries.jsonl").read_text())
     assert syn_meta["counts"]["n"] == 2 * len(catalog.tools) == len(synth) and syn_meta["counts"]["failed"] == 0
     assert 0 <= syn_meta["round_trip"]["recall@5"] <= 1 and syn_meta["round_trip"]["n_queries"] == len(synth)
-    intents, _ = build_intents(catalog, cfg, art / "intents.jsonl", llm=intent_llm)
-    hyde, _ = build_hyde(catalog, cfg, art / "hyde.jsonl", llm=hyde_llm)
     assert read_jsonl(art / "intents.jsonl") == intents
     assert all(len(r["intents"]) == 2 and not r["fallback"] for r in intents)
     assert not any(r["fallback"] for r in hyde)
@@ -109,24 +129,33 @@ def test_artifacts_evaluate_grid_and_report(tmp_path, project, fake_generator_cl
     assert load_artifact(art / "synthetic_queries.jsonl", cfg.replace(n_queries=3)) is None  # too few samples
     assert load_artifact(art / "intents.jsonl", cfg.replace(temperature=1.0)) is not None  # not an intent setting
 
-    # index + evaluate-index (the DVC stages) for the three pipelines: no LLM needed, the artifacts suffice
-    runs = data_dir() / "runs" / catalog.name
+    # the three pipelines, indexed and evaluated by the CLI: no LLM needed, the artifacts suffice
     n_test = len(catalog.split("test"))
     for method in ("reinvoke", "reinvoke-bm25", "hyde"):
-        index_dir = data_dir() / "indexes" / catalog.name / method
-        _cli(proj, "index", "--catalog", str(curated), "--method", method, "--docs", "original", "--out", str(index_dir))
-        _cli(proj, "evaluate-index", "--catalog", str(curated), "--index", str(index_dir), "--out", str(runs / method))
-        result = json.loads((runs / method / "original.json").read_text())
-        assert result["method"] == method and result["n_queries"] == n_test
+        result = _index_and_evaluate(proj, curated, catalog, method)
+        assert result["method"] == method and result["n_queries"] == n_test and result["docs"] == "original"
         assert {"ndcg@5", "recall@5", "comp@5"} <= set(result["metrics"]) and "ci95" in result
-        assert (runs / method / "original.per_query.jsonl").is_file()
-    reinvoke_stats = json.loads((runs / "reinvoke" / "original.json").read_text())["components"]
-    assert reinvoke_stats["reinvoke-qgen"]["n_copies"] == 2 * len(catalog.tools)
-    assert reinvoke_stats["reinvoke-intents"]["llm_outputs"] == 0  # every intent came from the artifact
+        index_component = {"reinvoke": "reinvoke-qgen", "reinvoke-bm25": "reinvoke-qgen-bm25"}.get(method)
+        if index_component:
+            stats = result["components"]
+            assert stats[index_component] == {"n_copies": 2 * len(catalog.tools), "tools_without_queries": 0}
+            assert stats["reinvoke-intents"]["llm_outputs"] == 0  # every intent came from the artifact
 
-    # the ablation grid, paired-tested against each row's baseline
-    _cli(proj, "evaluate-grid", "--catalog", str(curated), "--grid", "reinvoke.ablations",
-         "--out", str(runs / "reinvoke-ablations"))
+
+def test_ablation_grid_and_report(tmp_path, project, fake_generator_cls, bow_encoder, capsys):
+    from toolret.config import data_dir
+
+    proj, catalog, curated = project
+    _, _, synth, _, _ = _write_artifacts(tmp_path, catalog, fake_generator_cls, bow_encoder)
+    reinvoke = _index_and_evaluate(proj, curated, catalog, "reinvoke")
+    _index_and_evaluate(proj, curated, catalog, "hyde")
+    runs = data_dir() / "runs" / catalog.name
+
+    # the ablation grid, each row paired-tested against its baseline row
+    capsys.readouterr()
+    rc = _cli(proj, "evaluate-grid", "--catalog", str(curated), "--grid", "reinvoke.ablations",
+              "--out", str(runs / "reinvoke-ablations"))
+    assert rc == 0, capsys.readouterr().err  # the row label 'dense[baseline]' is not a pipeline spec (was a bug)
     summary = json.loads((runs / "reinvoke-ablations" / "summary.json").read_text())
     variants = summary["variants"]
     assert set(variants) == set(SMALL_PARAMS["reinvoke"]["ablations"])
@@ -135,12 +164,12 @@ def test_artifacts_evaluate_grid_and_report(tmp_path, project, fake_generator_cl
     assert "vs_baseline" not in variants["baseline"]
     assert variants["qgen_n1"]["components"]["reinvoke-qgen"]["n_copies"] == len(catalog.tools)  # the override took
     assert variants["qgen"]["components"]["reinvoke-qgen"]["n_copies"] == 2 * len(catalog.tools)
-    # the grid's full method equals the separately indexed and evaluated pipeline
-    assert variants["qgen_intent"]["metrics"] == json.loads((runs / "reinvoke" / "original.json").read_text())["metrics"]
+    # the grid's full method equals the separately indexed, saved, loaded and evaluated pipeline
+    assert variants["qgen_intent"]["metrics"] == reinvoke["metrics"]
 
     out = tmp_path / "report.md"
-    _cli(proj, "report-ablations", "--method", "reinvoke", "--runs", str(data_dir() / "runs"),
-         "--datasets", catalog.name, "--out", str(out))
+    assert _cli(proj, "report-ablations", "--method", "reinvoke", "--runs", str(data_dir() / "runs"),
+                "--datasets", catalog.name, "--out", str(out)) == 0
     text = out.read_text()
     assert f"### {catalog.name} — compared with the paper's ToolE multi-tool column" in text
     assert "(a) + Query generator" in text and "(a) + Both = Re-Invoke" in text and "| HyDE (dense) |" in text

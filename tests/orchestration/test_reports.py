@@ -1,0 +1,129 @@
+"""Report assets on a small hand-written DVC project shaped like the real one.
+
+The stages write evaluation results with tiny scripts (no retrieval): ``evaluate@fx-{bm25,dense}``,
+``finetune@fx`` (a fake model folder under ``data/models``) -> ``evaluate_ft@fx``, and a Re-Invoke-like
+``evaluate_reinvoke@fx`` whose ``reinvoke-ablations/`` folder also holds a ``summary.json`` that is not
+an evaluation result. ``dvc repro`` runs once per module; each test logs into its own MLflow store.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+
+from orch_helpers import BIN, make_dvc_project, sh
+
+from dagster_project.definitions import ALL_JOB, build_definitions
+
+K = dg.AssetKey
+
+WRITE = r'''
+import json, sys
+from pathlib import Path
+out, method, level = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+name = sys.argv[4] if len(sys.argv) > 4 else "original"
+out.mkdir(parents=True, exist_ok=True)
+rows = []
+for i in range(12):
+    hit = float((i * 7 % 12) / 12 < level)
+    rows.append({"query_id": f"q{i}", "query": f"find the weather in city {i} \u2014 caf\u00e9", "recall@1": hit / 2,
+                 "recall@3": hit, "recall@5": hit, "recall@10": hit, "mrr": hit / 2,
+                 "ranked": ["t1", "t2", "t3"], "gold": ["t1"], "gold_names": ["SkyCast/Current Weather"],
+                 "top5_names": ["SkyCast/Current Weather", "SkyCast/5 Day Forecast"]})
+metrics = {m: sum(r[m] for r in rows) / len(rows) for m in ("recall@1", "recall@3", "recall@5", "recall@10", "mrr")}
+result = {"dataset": "fx", "method": method, "docs": "original", "split": "test", "n_queries": len(rows),
+          "metrics": metrics, "ci95": {m: [max(0.0, v - .1), min(1.0, v + .1)] for m, v in metrics.items()},
+          "provenance": {"dataset_checksums": {}, "dataset_source": "fixture", "artifact_versions": {}}}
+(out / f"{name}.json").write_text(json.dumps(result))
+(out / f"{name}.per_query.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+'''
+
+REINVOKE = r'''
+import json, subprocess, sys
+from pathlib import Path
+root = Path(sys.argv[1])
+subprocess.run([sys.executable, "write_result.py", str(root / "reinvoke"), "reinvoke", "0.9"], check=True)
+subprocess.run([sys.executable, "write_result.py", str(root / "reinvoke-ablations"), "reinvoke[baseline]", "0.6",
+                "baseline"], check=True)
+(root / "reinvoke-ablations" / "summary.json").write_text(json.dumps(
+    {"dataset": "fx", "split": "test", "methods": {}, "ablations": {"baseline": {"metrics": {"recall@5": 0.5}}}}))
+'''
+
+DVC_YAML = {"stages": {
+    "evaluate": {"matrix": {"dataset": ["fx"], "method": ["bm25", "dense"]},
+                 "desc": "Scores the ${item.method} ranking of ${item.dataset} on the test queries.",
+                 "cmd": "python write_result.py data/runs/${item.dataset}/${item.method} ${item.method} 0.5",
+                 "deps": ["write_result.py"], "params": ["evaluation", "${item.method}"],
+                 "outs": ["data/runs/${item.dataset}/${item.method}"]},
+    "finetune": {"foreach": ["fx"], "do": {
+        "cmd": "mkdir -p data/models/${item}/dense-ft && cp weights.bin data/models/${item}/dense-ft/",
+        "deps": ["weights.bin"], "params": ["finetune"], "outs": ["data/models/${item}/dense-ft"]}},
+    "evaluate_ft": {"foreach": ["fx"], "do": {
+        "cmd": "python write_result.py data/runs/${item}/dense-ft dense-ft 0.7",
+        "deps": ["write_result.py", "data/models/${item}/dense-ft"], "params": ["evaluation"],
+        "outs": ["data/runs/${item}/dense-ft"]}},
+    "evaluate_reinvoke": {"foreach": ["fx"], "do": {
+        "cmd": "python write_reinvoke.py data/runs/${item}",
+        "deps": ["write_result.py", "write_reinvoke.py"], "params": ["reinvoke", "evaluation"],
+        "outs": ["data/runs/${item}/reinvoke", "data/runs/${item}/reinvoke-ablations"]}},
+}}
+PARAMS = {"datasets": ["fx"], "evaluation": {"ks": [1, 3, 5, 10]}, "bm25": {"k1": 1.2}, "dense": {"model": "m"},
+          "finetune": {"epochs": 1}, "reinvoke": {"n_queries": 10}}
+# what the report must log: one evaluation run per (method, docs); summary.json is not a result
+EXPECTED_EVALUATIONS = {("bm25", "original"), ("dense", "original"), ("dense-ft", "original"),
+                        ("reinvoke", "original"), ("reinvoke[baseline]", "original")}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = make_dvc_project(tmp_path_factory.mktemp("reports") / "p", DVC_YAML, PARAMS, copy_code=False)
+    (path / "write_result.py").write_text(WRITE)
+    (path / "write_reinvoke.py").write_text(REINVOKE)
+    (path / "weights.bin").write_bytes(b"\x00weights v1")
+    sh([str(BIN / "dvc"), "repro", "-q"], path)
+    return path
+
+
+@pytest.fixture
+def mlflow_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    return uri
+
+
+def _report_keys(defs: dg.Definitions, dataset: str) -> list[dg.AssetKey]:
+    return sorted(k for k in defs.resolve_asset_graph().get_all_asset_keys() if k.path[:2] == ["report", dataset])
+
+
+def _materialize(defs: dg.Definitions, keys, instance: dg.DagsterInstance | None = None):
+    return defs.resolve_job_def(ALL_JOB).execute_in_process(
+        instance=instance or dg.DagsterInstance.ephemeral(), asset_selection=list(keys), raise_on_error=False)
+
+
+def _failures(result) -> list[str]:
+    return [str(e.event_specific_data.error) for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+
+
+def _runs(uri: str, kind: str) -> list:
+    from mlflow import MlflowClient
+
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("toolret")
+    return [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("toolret.kind") == kind]
+
+
+def test_report_twice_skips_non_results_and_logs_each_evaluation_once(project: Path, mlflow_uri: str) -> None:
+    defs = build_definitions(project)
+    keys = _report_keys(defs, "fx")
+    assert keys
+    for _ in range(2):
+        result = _materialize(defs, keys)
+        assert result.success, _failures(result)
+    evals = _runs(mlflow_uri, "evaluation")
+    pairs = [(r.data.tags["toolret.method"], r.data.tags["toolret.docs"]) for r in evals]
+    assert sorted(pairs) == sorted(EXPECTED_EVALUATIONS)  # once each: no duplicate, no summary.json
+    assert len(_runs(mlflow_uri, "comparison")) == 1

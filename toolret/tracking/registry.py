@@ -1,0 +1,112 @@
+"""Trained models in the MLflow model registry, versioned by the md5 DVC records for their weights.
+
+Every DVC stage output under ``data/models/`` (today ``finetune@<ds>`` -> ``data/models/<ds>/dense-ft``)
+is a registered model named ``<dataset>.<method>`` (MLflow forbids ``/`` in names) whose versions are
+the output's versions: a version's source is the model folder, its tags ``dvc_md5`` (from ``dvc.lock``),
+``dvc_stage`` and ``dvc_path``. Registering is idempotent: an md5 already registered returns that
+version; a new md5 makes a new version. Evaluation runs whose DVC lineage holds a model carry a
+``toolret.model.<name>`` tag (``models:/<name>/<version>``) and the model version a tag pointing back.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toolret.tracking.provenance import read_dvc_lock, upstream_stages
+
+MODELS_ROOT = "data/models"
+_NAME_BAD = re.compile(r"[^A-Za-z0-9_.\-]")
+
+
+def registered_model_name(dataset: str, method: str) -> str:
+    """``("toollens", "dense-ft")`` -> ``"toollens.dense-ft"`` (characters MLflow rejects become ``_``)."""
+    return _NAME_BAD.sub("_", f"{dataset}.{method}")
+
+
+@dataclass(frozen=True)
+class ModelOutput:
+    """A DVC output under ``data/models/<dataset>/<method>``."""
+
+    path: str  # relative to the project
+    md5: str
+    stage: str
+
+    @property
+    def dataset(self) -> str:
+        return self.path[len(MODELS_ROOT) + 1:].split("/")[0]
+
+    @property
+    def method(self) -> str:
+        rest = self.path[len(MODELS_ROOT) + 1:].split("/")[1:]
+        return "/".join(rest) or self.dataset
+
+    @property
+    def name(self) -> str:
+        return registered_model_name(self.dataset, self.method)
+
+
+def _model_outs(lock: dict[str, Any], stages: list[str] | None = None) -> list[ModelOutput]:
+    out = []
+    for stage, body in (lock.get("stages") or {}).items():
+        if stages is not None and stage not in stages:
+            continue
+        for entry in body.get("outs") or []:
+            path = str(entry.get("path", "")).rstrip("/") if isinstance(entry, dict) else ""
+            if path.startswith(MODELS_ROOT + "/") and entry.get("md5"):
+                out.append(ModelOutput(path, str(entry["md5"]), stage))
+    return out
+
+
+def model_outputs(project_dir: str | Path, dataset: str | None = None, lock: dict[str, Any] | None = None
+                  ) -> list[ModelOutput]:
+    """The model outputs ``dvc.lock`` records (of one dataset when given)."""
+    lock = read_dvc_lock(project_dir) if lock is None else lock
+    return [m for m in _model_outs(lock) if dataset is None or m.dataset == dataset]
+
+
+def models_used_by(stage: str, lock: dict[str, Any]) -> list[ModelOutput]:
+    """Model outputs in the DVC lineage of ``stage`` (its own outs included)."""
+    return _model_outs(lock, [stage, *upstream_stages(stage, lock)])
+
+
+def register_model(client: Any, model: ModelOutput, project_dir: str | Path) -> dict[str, Any]:
+    """Register ``model`` (idempotent per md5) and return ``{"name", "version", "md5", "stage", "path", "created"}``."""
+    from mlflow.exceptions import MlflowException
+
+    name = model.name
+    try:
+        client.get_registered_model(name)
+    except MlflowException:
+        try:
+            client.create_registered_model(
+                name, tags={"dataset": model.dataset, "method": model.method, "dvc_path": model.path},
+                description=f"`{model.path}`, trained by DVC stage `{model.stage}`; one version per DVC md5.")
+        except MlflowException:  # registered concurrently
+            client.get_registered_model(name)
+    info = {"name": name, "md5": model.md5, "stage": model.stage, "path": model.path}
+    for mv in client.search_model_versions(f"name='{name}'"):
+        if (mv.tags or {}).get("dvc_md5") == model.md5:
+            return {**info, "version": str(mv.version), "created": False}
+    source = str((Path(project_dir) / model.path).resolve())
+    mv = client.create_model_version(
+        name, source=source, tags={"dvc_md5": model.md5, "dvc_stage": model.stage, "dvc_path": model.path},
+        description=f"DVC md5 `{model.md5}` of `{model.path}` (restore it with `dvc checkout {model.stage}` "
+                    "at a commit whose dvc.lock records this md5).")
+    return {**info, "version": str(mv.version), "created": True}
+
+
+def register_models(project_dir: str | Path, dataset: str | None = None, tracking_uri: str | None = None,
+                    lock: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Register every model output of ``dvc.lock`` (of one dataset) whose folder exists."""
+    from toolret.tracking.store import get_client
+
+    client = get_client(tracking_uri, project_dir)
+    return [register_model(client, m, project_dir) for m in model_outputs(project_dir, dataset, lock)
+            if (Path(project_dir) / m.path).exists()]
+
+
+__all__ = ["MODELS_ROOT", "ModelOutput", "model_outputs", "models_used_by", "register_model", "register_models",
+           "registered_model_name"]
