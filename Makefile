@@ -61,11 +61,16 @@ stages: setup
 test: setup
 	$(BIN)/python -m pytest -q tests
 
+# Dagster + MLflow UIs. The run links in Dagster's report metadata point at this MLflow UI
+# (TOOLRET_MLFLOW_UI_URL); `?workflowType=machine_learning` opens MLflow 3 on the runs tables, not GenAI.
+ui: MLFLOW_PORT ?= 5000
+ui: DAGSTER_PORT ?= 3000
 ui: setup
-	@echo "Dagster UI: http://127.0.0.1:3000   MLflow UI: http://127.0.0.1:5000"
+	@echo "Dagster UI: http://127.0.0.1:$(DAGSTER_PORT)"
+	@echo "MLflow UI:  http://127.0.0.1:$(MLFLOW_PORT)/#/experiments?workflowType=machine_learning"
 	mkdir -p data/mlflow/artifacts
-	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/data/mlflow/mlflow.db --default-artifact-root $(CURDIR)/data/mlflow/artifacts -h 127.0.0.1 -p 5000 & MLF=$$!; \
-	trap "kill $$MLF" EXIT INT TERM; $(BIN)/dagster dev -m dagster_project -h 127.0.0.1 -p 3000
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/data/mlflow/mlflow.db --default-artifact-root $(CURDIR)/data/mlflow/artifacts -h 127.0.0.1 -p $(MLFLOW_PORT) & MLF=$$!; \
+	trap "kill $$MLF" EXIT INT TERM; TOOLRET_MLFLOW_UI_URL=http://127.0.0.1:$(MLFLOW_PORT) $(BIN)/dagster dev -m dagster_project -h 127.0.0.1 -p $(DAGSTER_PORT)
 
 bench: setup
 	$(BIN)/python benchmarks/retrieval_speed.py

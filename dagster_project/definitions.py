@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import dagster as dg
 
 from dagster_project.checks import build_checks
 from dagster_project.dvc_assets import build_dvc_assets, default_project_dir, load_stage_items
-from dagster_project.reports import build_report_assets
-from dagster_project.resources import DvcResource, MlflowResource
+from dagster_project.reports import REPORT_GROUP, build_report_assets
+from dagster_project.resources import DEFAULT_MLFLOW_UI, DvcResource, MlflowResource
 from dagster_project.schedules import build_schedules
 from dagster_project.sensors import build_sensors
 
@@ -40,10 +41,12 @@ def build_definitions(project_dir: str | Path | None = None) -> dg.Definitions:
     """
     root = Path(project_dir).resolve() if project_dir else default_project_dir()
     items = load_stage_items(root)
-    assets = [*build_dvc_assets(items), *build_report_assets(items)]
-    groups = {i.stage for i in items} | ({"report"} if len(assets) > len(items) else set())
+    reports = build_report_assets(items)
+    assets = [*build_dvc_assets(items), *reports]
+    groups = {i.stage for i in items} | ({REPORT_GROUP} if reports else set())
     deferred = deferred_items(items, root)
-    run_selection = dg.AssetSelection.all() - dg.AssetSelection.assets(*[i.asset_key for i in deferred])
+    # `.downstream()`: the report assets of deferred evaluations are deferred too
+    run_selection = dg.AssetSelection.all() - dg.AssetSelection.assets(*[i.asset_key for i in deferred]).downstream()
     return dg.Definitions(
         assets=assets,
         asset_checks=build_checks(items),
@@ -58,7 +61,8 @@ def build_definitions(project_dir: str | Path | None = None) -> dg.Definitions:
         sensors=build_sensors(items, root),
         resources={
             "dvc": DvcResource(project_dir=str(root)),
-            "mlflow": MlflowResource(project_dir=str(root)),
+            "mlflow": MlflowResource(project_dir=str(root),
+                                     ui_url=os.environ.get("TOOLRET_MLFLOW_UI_URL") or DEFAULT_MLFLOW_UI),
         },
         executor=dg.in_process_executor,
     )

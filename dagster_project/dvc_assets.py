@@ -43,6 +43,7 @@ class StageItem:
         params: the params the stage reads (``["bm25", "dense"]``).
         outs: output paths relative to the project dir.
         upstream: names of the stage items whose outs this item depends on.
+        desc: the stage's ``desc:`` in ``dvc.yaml`` (one sentence on what the asset is; ``""`` if none).
     """
 
     name: str
@@ -55,6 +56,7 @@ class StageItem:
     outs: tuple[str, ...]
     upstream: tuple[str, ...] = field(default=())
     costly: bool = False  # dvc.yaml `meta: {costly: true}`: hours of training / generation
+    desc: str = ""
 
     @property
     def asset_key(self) -> dg.AssetKey:
@@ -178,14 +180,15 @@ def load_stage_items(project_dir: str | Path | None = None) -> list[StageItem]:
                     if m.group("method"):
                         facets.setdefault("method", m.group("method"))
             raw.append((s.name, base, key_path, facets, s.cmd if isinstance(s.cmd, str) else " && ".join(s.cmd),
-                        deps, tuple(params), outs, bool((getattr(s, "meta", None) or {}).get("costly"))))
+                        deps, tuple(params), outs, bool((getattr(s, "meta", None) or {}).get("costly")),
+                        str(_unwrap(getattr(s, "desc", None)) or "").strip()))
     items: list[StageItem] = []
-    for name, base, key_path, facets, cmd, deps, params, outs, costly in raw:
+    for name, base, key_path, facets, cmd, deps, params, outs, costly, desc in raw:
         upstream = tuple(
             other[0] for other in raw
             if other[0] != name and any(_overlaps(d, o) for d in deps for o in other[7])
         )
-        items.append(StageItem(name, base, key_path, facets, cmd, deps, params, outs, upstream, costly))
+        items.append(StageItem(name, base, key_path, facets, cmd, deps, params, outs, upstream, costly, desc))
     names = [i.op_name for i in items]
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:
@@ -233,15 +236,25 @@ def materialization_metadata(item: StageItem, project_dir: str | Path) -> tuple[
         md[f"path/{out}"] = dg.MetadataValue.path(str(Path(project_dir) / out))
     for dep, md5 in versions["deps"].items():
         md[f"dvc/dep_md5/{dep}"] = md5
+    from toolret.evaluation import load_run_info
+    from toolret.tracking.evaluation import find_result_files, load_result
+
     for result_dir in item.result_dirs:
-        for docs, result in read_results(project_dir, result_dir).items():
-            md[f"{docs}/n_queries"] = int(result.get("n_queries") or 0)
+        # several result dirs (evaluate_reinvoke): prefix with the dir; several results of one docs
+        # variant in a dir (Re-Invoke ablations): label by file name
+        prefix = f"{Path(result_dir).name}/" if len(item.result_dirs) > 1 else ""
+        files = find_result_files(Path(project_dir) / result_dir)
+        results = [(f, load_result(f)) for f in files]
+        docs_of = [str(r.get("docs") or f.stem) for f, r in results]
+        for (f, result), docs in zip(results, docs_of):
+            label = prefix + (docs if docs_of.count(docs) == 1 else f.stem)
+            md[f"{label}/n_queries"] = int(result.get("n_queries") or 0)
             for metric, value in sorted(result["metrics"].items()):
                 if isinstance(value, (int, float)):
-                    md[f"{docs}/{metric}"] = dg.MetadataValue.float(float(value))
-            lat = result.get("latency_ms") or {}
+                    md[f"{label}/{metric}"] = dg.MetadataValue.float(float(value))
+            lat = result.get("latency_ms") or load_run_info(f).get("latency_ms") or {}
             if isinstance(lat.get("p50"), (int, float)):
-                md[f"{docs}/latency_p50_ms"] = dg.MetadataValue.float(float(lat["p50"]))
+                md[f"{label}/latency_p50_ms"] = dg.MetadataValue.float(float(lat["p50"]))
     outs_md5 = [versions["outs"].get(o, "") for o in item.outs]
     data_version = "+".join(outs_md5) if outs_md5 and all(outs_md5) else None
     return md, data_version
@@ -254,16 +267,32 @@ class DvcStageConfig(dg.Config):
     force: bool = False  # `dvc repro --force`: rerun even when DVC thinks the stage is up to date
 
 
+def facet_tags(item: StageItem) -> dict[str, str]:
+    """Asset tags naming what the item is about (``toolret/dataset``, ``toolret/method`` ...)."""
+    return {f"toolret/{k}": v for k, v in item.facets.items() if re.fullmatch(r"[A-Za-z0-9_.\-]{1,63}", v)}
+
+
+def describe(item: StageItem, fallback: str | None = None) -> str:
+    """The asset description: ``[<dataset>]`` (the graph shows only a key's last part, e.g. ``bm25``), then
+    the stage's ``desc:`` from ``dvc.yaml`` (or ``fallback``, default the stage name and command)."""
+    text = item.desc or fallback or f"DVC stage `{item.name}`: `{item.cmd}`"
+    if item.dataset:
+        text = f"[{item.dataset}] {text}"
+    return f"{text}\n\nDVC stage `{item.name}`; command: `{item.cmd}`" if item.desc else text
+
+
 def _dvc_asset(item: StageItem, by_name: Mapping[str, StageItem]) -> dg.AssetsDefinition:
-    tags = {f"toolret/{k}": v for k, v in item.facets.items() if re.fullmatch(r"[A-Za-z0-9_.\-]{1,63}", v)}
+    tags = facet_tags(item)
     spec = dg.AssetSpec(
         key=item.asset_key,
         deps=[by_name[u].asset_key for u in item.upstream],
-        description=f"DVC stage `{item.name}`: `{item.cmd}`",
+        description=describe(item),
         group_name=item.stage,
         kinds={"dvc"},
         tags=tags,
-        metadata={"dvc/stage": item.name, "dvc/outs": ", ".join(item.outs), "dvc/params": ", ".join(item.params)},
+        metadata={"dvc/stage": item.name, "dvc/cmd": dg.MetadataValue.text(item.cmd),
+                  "dvc/outs": ", ".join(item.outs), "dvc/params": ", ".join(item.params),
+                  **{k: v for k, v in item.facets.items() if k != "item"}},
     )
 
     @dg.multi_asset(specs=[spec], name=item.op_name, pool="dvc", op_tags={"dvc/stage": item.name})
@@ -291,6 +320,8 @@ __all__ = [
     "RESULTS_ROOT",
     "build_dvc_assets",
     "default_project_dir",
+    "describe",
+    "facet_tags",
     "load_params",
     "load_stage_items",
     "materialization_metadata",

@@ -95,21 +95,42 @@ def default_tracking_uri(project_dir: str | Path) -> str:
     return _uri(project_dir)
 
 
+DEFAULT_MLFLOW_UI = "http://127.0.0.1:5000"  # where `make ui` serves the MLflow UI
+
+
 class MlflowResource(dg.ConfigurableResource):
-    """Logs evaluation runs and comparison reports with :mod:`toolret.tracking` (plain MLflow).
+    """Logs evaluation runs, comparison reports and model versions with :mod:`toolret.tracking` (plain MLflow).
 
     Attributes:
         project_dir: the project (for the default store and dvc.lock look-ups).
         tracking_uri: MLflow store; empty = ``$MLFLOW_TRACKING_URI`` or the project's sqlite store.
         experiment: MLflow experiment name.
+        ui_url: base URL of the MLflow UI, for the run / model-version links in asset metadata
+            (default ``$TOOLRET_MLFLOW_UI_URL`` or ``http://127.0.0.1:5000``).
     """
 
     project_dir: str
     tracking_uri: str = ""
     experiment: str = "toolret"
+    ui_url: str = DEFAULT_MLFLOW_UI
 
     def uri(self) -> str:
         return self.tracking_uri or default_tracking_uri(self.project_dir)
+
+    def experiment_id(self) -> str:
+        from toolret.tracking import get_client, get_or_create_experiment
+
+        return get_or_create_experiment(get_client(self.uri(), self.project_dir), self.experiment)
+
+    def run_url(self, run_id: str, experiment_id: str | None = None) -> str:
+        from toolret.tracking import run_url
+
+        return run_url(self.ui_url, experiment_id or self.experiment_id(), run_id)
+
+    def model_version_url(self, name: str, version: str | int) -> str:
+        from toolret.tracking import model_version_url
+
+        return model_version_url(self.ui_url, name, version)
 
     def log_evaluation_run(self, result_json: str | Path, per_query: str | Path | None, tags: dict[str, str]) -> str:
         from toolret.tracking import log_evaluation_run
@@ -123,5 +144,11 @@ class MlflowResource(dg.ConfigurableResource):
         return log_comparison_report(dataset, result_paths, tags=tags, experiment=self.experiment,
                                      tracking_uri=self.uri(), project_dir=self.project_dir)
 
+    def register_models(self, dataset: str | None = None) -> list[dict[str, Any]]:
+        """Register the dataset's DVC model outputs in the MLflow model registry (idempotent per md5)."""
+        from toolret.tracking import register_models
 
-__all__ = ["DvcResource", "MlflowResource", "TELEMETRY_OFF", "stage_env", "default_tracking_uri"]
+        return register_models(self.project_dir, dataset, tracking_uri=self.uri())
+
+
+__all__ = ["DEFAULT_MLFLOW_UI", "DvcResource", "MlflowResource", "TELEMETRY_OFF", "stage_env", "default_tracking_uri"]

@@ -5,7 +5,8 @@ project, plus the ``source.beir`` user catalogues): relative path, size and mtim
 (``MANIFEST.tsv`` included). The cursor keeps the last fingerprints; a changed fingerprint requests a
 run of that dataset's ``catalog`` asset with ``force: true``: ``source.root`` is a DVC dep of every catalog
 stage, but a user catalogue under ``source.beir`` may live anywhere, outside DVC's deps, and DVC alone would
-call its stage up to date. The first tick only records a baseline.
+call its stage up to date. The first tick only records a baseline; so does a tick with an empty cursor
+(the UI's "Preview tick" sends ``""``), which is no history, not "every dataset changed".
 """
 
 # no `from __future__ import annotations`: Dagster reads the op signatures' annotations at runtime
@@ -70,10 +71,13 @@ def build_sensors(items: Sequence[StageItem], project_dir: str | Path) -> list[d
     def raw_data_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
         current = {ds: fp for ds, folder in dataset_sources(project_dir, list(catalogs)).items()
                    if (fp := fingerprint(folder)) is not None}
-        if context.cursor is None:
+        try:
+            previous: Any = json.loads(context.cursor) if context.cursor else None
+        except ValueError:
+            previous = None
+        if not isinstance(previous, dict):  # None on the first tick, "" from the UI's "Preview tick"
             return dg.SensorResult(skip_reason=dg.SkipReason(f"baseline recorded for {sorted(current)}"),
                                    cursor=json.dumps(current, sort_keys=True))
-        previous: dict[str, Any] = json.loads(context.cursor or "{}")
         changed = sorted(ds for ds, fp in current.items() if previous.get(ds) != fp)
         if not changed:
             return dg.SensorResult(skip_reason=dg.SkipReason("no raw dataset changed"),

@@ -16,7 +16,7 @@ def test_run_succeeded_and_every_asset_materialized(pipeline) -> None:
                                      for e in pipeline.result.all_events if e.event_type_value == "STEP_FAILURE"]
     materialized = {m.asset_key for m in pipeline.result.get_asset_materialization_events()}
     assert materialized == {K(["catalog", "fixture"]), K(["clean", "fixture"]), K(["index", "fixture", "bm25"]),
-                            K(["evaluate", "fixture", "bm25"]), K(["report", "fixture"])}
+                            K(["evaluate", "fixture", "bm25"]), K(["report", "fixture", "bm25"])}
 
 
 def test_artifacts_exist(pipeline) -> None:
@@ -77,10 +77,17 @@ def test_mlflow_runs_logged(pipeline) -> None:
     for r in evals:
         assert r.info.status == "FINISHED"
         assert 0.0 <= r.data.metrics["recall_at_5"] <= 1.0
-        assert "recall_at_5_ci95_lo" in r.data.metrics and "mrr" in r.data.metrics
+        assert "ci95/recall_at_5/lo" in r.data.metrics and "mrr" in r.data.metrics
+        assert "latency_p50_ms" in r.data.metrics  # from the run-info sidecar: the DVC result has no timings
         assert r.data.params["method"] == "bm25"
+        # the params its stages declared (evaluate: evaluation; index: the method's), not params.yaml whole
+        assert "evaluation.ks" in r.data.params and "bm25.k1" in r.data.params
+        assert not any(k.startswith(("source.", "catalog.", "cleanup.", "finetune.", "reinvoke."))
+                       for k in r.data.params), sorted(r.data.params)
         assert r.data.tags["dagster.run_id"] == dagster_run_id
         assert r.data.tags["git_sha"] not in ("", "unknown")
+        assert r.data.tags["toolret.git_sha_source"] == "run_info"
+        assert r.data.tags["toolret.current"] == "true"
         assert any(k.startswith("dvc.md5.data/curated/fixture") for k in r.data.tags)
         artifacts = {a.path for a in client.list_artifacts(r.info.run_id, "plots")}
         assert "plots/metrics_vs_k.png" in artifacts

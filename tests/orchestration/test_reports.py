@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -24,6 +25,7 @@ K = dg.AssetKey
 WRITE = r'''
 import json, sys
 from pathlib import Path
+from typing import Any
 out, method, level = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
 name = sys.argv[4] if len(sys.argv) > 4 else "original"
 out.mkdir(parents=True, exist_ok=True)
@@ -45,6 +47,7 @@ result = {"dataset": "fx", "method": method, "docs": "original", "split": "test"
 REINVOKE = r'''
 import json, subprocess, sys
 from pathlib import Path
+from typing import Any
 root = Path(sys.argv[1])
 subprocess.run([sys.executable, "write_result.py", str(root / "reinvoke"), "reinvoke", "0.9"], check=True)
 subprocess.run([sys.executable, "write_result.py", str(root / "reinvoke-ablations"), "reinvoke[baseline]", "0.6",
@@ -127,3 +130,81 @@ def test_report_twice_skips_non_results_and_logs_each_evaluation_once(project: P
     pairs = [(r.data.tags["toolret.method"], r.data.tags["toolret.docs"]) for r in evals]
     assert sorted(pairs) == sorted(EXPECTED_EVALUATIONS)  # once each: no duplicate, no summary.json
     assert len(_runs(mlflow_uri, "comparison")) == 1
+
+
+def _materializations(result) -> dict[dg.AssetKey, Any]:
+    return {e.asset_key: e.materialization for e in result.get_asset_materialization_events()}
+
+
+def test_report_metadata_links_runs_and_registered_models(project: Path, mlflow_uri: str) -> None:
+    from mlflow import MlflowClient
+
+    defs = build_definitions(project)
+    result = _materialize(defs, _report_keys(defs, "fx"))
+    assert result.success, _failures(result)
+    mats = _materializations(result)
+    client = MlflowClient(mlflow_uri)
+    exp = client.get_experiment_by_name("toolret")
+    ft = {(r.data.tags["toolret.method"]): r for r in _runs(mlflow_uri, "evaluation")}["dense-ft"]
+
+    md = mats[K(["report", "fx", "dense-ft"])].metadata
+    assert md["dataset"].value == "fx"
+    link = md["mlflow/run/dense-ft/original"]
+    assert isinstance(link, dg.UrlMetadataValue)
+    assert link.url == f"http://127.0.0.1:5000/#/experiments/{exp.experiment_id}/runs/{ft.info.run_id}"
+    comparison = _runs(mlflow_uri, "comparison")[0]
+    assert md["mlflow/comparison_run"].url.endswith(f"/runs/{comparison.info.run_id}")
+
+    # the fine-tuned model: registered with the md5 dvc.lock records for its folder, linked both ways
+    lock = yaml.safe_load((project / "dvc.lock").read_text())
+    md5 = lock["stages"]["finetune@fx"]["outs"][0]["md5"]
+    (version,) = client.search_model_versions("name='fx.dense-ft'")
+    assert version.tags["dvc_md5"] == md5 and version.tags["dvc_stage"] == "finetune@fx"
+    assert Path(version.source) == (project / "data/models/fx/dense-ft").resolve()
+    assert ft.data.tags["toolret.model.fx.dense-ft"] == f"models:/fx.dense-ft/{version.version}"
+    assert md["mlflow/model/fx.dense-ft"].url.endswith(f"/#/models/fx.dense-ft/versions/{version.version}")
+    assert "mlflow/model/fx.dense-ft" not in mats[K(["report", "fx", "bm25"])].metadata  # bm25 used no model
+    bm25 = {(r.data.tags["toolret.method"]): r for r in _runs(mlflow_uri, "evaluation")}["bm25"]
+    assert not any(k.startswith("toolret.model.") for k in bm25.data.tags)
+    # only the params the bm25 stage declared (evaluation + bm25), not the dense/finetune/reinvoke sections
+    declared = {k for k in bm25.data.params if "." in k and k != "dvc.stages"}
+    assert declared == {"evaluation.ks", "bm25.k1"}
+
+    again = _materialize(defs, _report_keys(defs, "fx"))
+    assert again.success
+    assert len(client.search_model_versions("name='fx.dense-ft'")) == 1  # same md5: no new version
+
+
+def test_quick_run_reports_ask_for_no_unmaterialized_upstream(project: Path, mlflow_uri: str) -> None:
+    """A bm25/dense run with its reports: no report depends on an asset the run did not ask for.
+
+    The Dagster UI's *Materialize* asks "are you sure?" about every dependency of the selected assets
+    that is outside the selection and has never been materialized; reproduce that rule here."""
+    defs = build_definitions(project)
+    graph = defs.resolve_asset_graph()
+    instance = dg.DagsterInstance.ephemeral()
+    quick = [K(["evaluate", "fx", "bm25"]), K(["evaluate", "fx", "dense"])]
+    assert _materialize(defs, quick, instance).success
+    reports = [k for k in _report_keys(defs, "fx") if graph.get(k).parent_keys & set(quick)]
+    assert sorted(reports) == [K(["report", "fx", "bm25"]), K(["report", "fx", "dense"])]
+    selection = set(quick) | set(reports)
+    never = {p for k in reports for p in graph.get(k).parent_keys - selection
+             if graph.get(p).is_materializable and instance.get_latest_materialization_event(p) is None}
+    assert never == set()
+    result = _materialize(defs, reports, instance)
+    assert result.success, _failures(result)
+    assert {k for k in _materializations(result)} == set(reports)
+
+
+def test_descriptions_come_from_dvc_yaml_desc(project: Path) -> None:
+    graph = build_definitions(project).resolve_asset_graph()
+    bm25 = graph.get(K(["evaluate", "fx", "bm25"]))
+    # the desc of dvc.yaml, interpolated by DVC; the command stays visible
+    assert bm25.description.startswith("[fx] Scores the bm25 ranking of fx on the test queries.")
+    assert bm25.metadata["dvc/cmd"].value == "python write_result.py data/runs/fx/bm25 bm25 0.5"
+    assert bm25.metadata["dataset"] == "fx" and bm25.metadata["method"] == "bm25"
+    finetune = graph.get(K(["finetune", "fx"]))  # no desc: the stage and its command, led by the dataset
+    assert finetune.description.startswith("[fx] ")
+    assert "finetune@fx" in finetune.description and "cp weights.bin" in finetune.description
+    report = graph.get(K(["report", "fx", "bm25"]))
+    assert "fx" in report.description.splitlines()[0] and report.metadata["dataset"] == "fx"

@@ -56,7 +56,7 @@ def test_log_evaluation_run(tmp_path: Path, results: list[Path]) -> None:
     run = client.get_run(run_id)
     assert run.info.status == "FINISHED" and run.info.run_name == "toy/bm25/original"
     assert run.data.metrics["recall_at_5"] == pytest.approx(json.loads(results[0].read_text())["metrics"]["recall@5"])
-    assert {"recall_at_5_ci95_lo", "recall_at_5_ci95_hi", "latency_p50_ms", "mrr", "n_queries"} <= set(run.data.metrics)
+    assert {"ci95/recall_at_5/lo", "ci95/recall_at_5/hi", "latency_p50_ms", "mrr", "n_queries"} <= set(run.data.metrics)
     assert [m.step for m in client.get_metric_history(run_id, "recall_by_k")] == [1, 5]
     assert run.data.params["bm25.k1"] == "1.2" and run.data.params["ks"] == "[1, 5]"
     assert run.data.tags["dagster.run_id"] == "r-1" and run.data.tags["git_sha"] == "abc123"

@@ -9,7 +9,6 @@ import re
 import numpy as np
 
 from toolret.methods.reinvoke.components import MemoEncoder
-from toolret.methods.reinvoke.config import ReInvokeConfig
 from toolret.retrieval.dense import DenseConfig
 from toolret.retrieval.embedding_store import EmbeddingStore, encoder_fingerprint
 
@@ -77,6 +76,36 @@ def test_for_config_places_the_store_and_can_switch_it_off(tmp_path):
     model.mkdir()
     (model / "config.json").write_text("{}")
     dense = DenseConfig(model=str(model))
-    memo = MemoEncoder.for_config(dense, ReInvokeConfig(embedding_cache_dir=str(tmp_path / "emb")))
+    memo = MemoEncoder.for_config(dense.replace(embedding_cache=str(tmp_path / "emb")))
     assert memo.store is not None and memo.store.folder == tmp_path / "emb" / encoder_fingerprint(dense)
-    assert MemoEncoder.for_config(dense, ReInvokeConfig(embedding_cache_dir="off")).store is None
+    assert MemoEncoder.for_config(dense.replace(embedding_cache="off")).store is None
+
+
+def test_dense_index_reads_documents_from_the_store_across_retrievers(tmp_path):
+    from toolret.retrieval.dense import DenseRetriever
+
+    cfg = DenseConfig(embedding_cache=str(tmp_path / "emb"))
+    docs = ["weather forecast for a city", "movie search by title", "currency exchange rates"]
+    first = DenseRetriever(cfg)
+    first.index(["w", "m", "c"], docs)
+    second = DenseRetriever(cfg)
+    encoded: list[str] = []
+    real = second.encode
+    second.encode = lambda texts, show_progress=False: (encoded.extend(texts), real(texts))[1]
+    second.index(["w", "m", "c"], docs)
+    assert encoded == []  # every document came from the store written by the first retriever
+    q = ["will it rain tomorrow", "find a film"]
+    assert first.search(q, 3).as_lists() == second.search(q, 3).as_lists()
+    assert encoded == q  # queries are encoded, never stored
+
+
+def test_an_injected_encoder_never_uses_the_store(tmp_path):
+    from toolret.retrieval.dense import DenseRetriever
+
+    class Fixed:
+        def encode(self, texts, **kw):
+            return np.eye(3, dtype=np.float32)[: len(texts)]
+
+    r = DenseRetriever(DenseConfig(embedding_cache=str(tmp_path / "emb")), encoder=Fixed())
+    r.index(["a", "b", "c"], ["x", "y", "z"])
+    assert not (tmp_path / "emb").exists()  # its vectors are not the configured model's

@@ -21,6 +21,19 @@ class DenseConfig(StrictModel):
     max_seq_length: int = 256
     device: str = "cpu"  # cuda on a GPU machine
     normalize: bool = True
+    # document embeddings persist here across processes (catalogues sharing a corpus, e.g. the six ToolBench
+    # groups, encode it once); None = <cache home>/embeddings, "off" = never. A cache: results do not depend on it.
+    embedding_cache: str | None = None
+
+    def store(self):
+        """The persistent :class:`EmbeddingStore` of this encoder (``None`` when switched off)."""
+        if self.embedding_cache == "off":
+            return None
+        from toolret.config import cache_home
+        from toolret.retrieval.embedding_store import EmbeddingStore, encoder_fingerprint
+
+        root = Path(self.embedding_cache) if self.embedding_cache else cache_home() / "embeddings"
+        return EmbeddingStore(root, encoder_fingerprint(self))
 
 
 class DenseRetriever:
@@ -34,6 +47,7 @@ class DenseRetriever:
     def __init__(self, config: DenseConfig | None = None, encoder=None) -> None:
         self.config = config or DenseConfig()
         self._encoder = encoder
+        self._injected = encoder is not None  # an injected encoder is not what the config names: no store
         self._index = None
         self.tool_ids: list[str] = []
 
@@ -62,8 +76,23 @@ class DenseRetriever:
         self._index = faiss.IndexFlatIP(emb.shape[1])
         self._index.add(emb)
 
+    def encode_documents(self, documents: Sequence[str]) -> np.ndarray:
+        """Document embeddings, read from / added to the persistent store where the config has one."""
+        store = None if self._injected else self.config.store()
+        if store is None:
+            return self.encode(documents, show_progress=len(documents) > 256)
+        found = store.get(documents)
+        missing = list(dict.fromkeys(d for d in documents if d not in found))
+        if missing:
+            emb = self.encode(missing, show_progress=len(missing) > 256)
+            store.add(missing, emb)
+            found.update(zip(missing, emb))
+        if not documents:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([found[d] for d in documents]).astype(np.float32)
+
     def index(self, tool_ids: Sequence[str], documents: Sequence[str]) -> None:
-        self.index_embeddings(tool_ids, self.encode(documents, show_progress=len(documents) > 256))
+        self.index_embeddings(tool_ids, self.encode_documents(documents))
 
     def search_embeddings(self, query_emb: np.ndarray, k: int, query_ids: Sequence[str] | None = None) -> Ranking:
         k = min(k, len(self.tool_ids))

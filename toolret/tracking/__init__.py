@@ -1,34 +1,63 @@
 """MLflow tracking of evaluation runs and comparison reports, plus provenance helpers.
 
 No Dagster import anywhere in this package; MLflow and matplotlib are imported inside functions.
+Logging is idempotent (same inputs -> the same run); trained models under ``data/models/`` are
+registered in the MLflow model registry by their DVC md5 (:mod:`toolret.tracking.registry`).
 
 Typical use::
 
     from toolret.tracking import log_evaluation_run, log_comparison_report
     run_id = log_evaluation_run("data/runs/toollens/bm25/original.json", None, tags={"dagster.run_id": rid})
     report = log_comparison_report("toollens", ["data/runs/toollens/bm25/original.json", ...])
+
+The names below are loaded on first use: importing :mod:`toolret.tracking.provenance` (as the
+catalog and evaluation code do) executes only that module, not the MLflow reporting code. So the
+reporting code is no code dependency of the DVC stages (``toolret/stages.py`` reads imports from the
+source); stage code imports the submodule it uses (``from toolret.tracking.provenance import ...``).
 """
 
 from __future__ import annotations
 
-from toolret.tracking.comparison import compare_results, log_comparison_report
-from toolret.tracking.evaluation import load_per_query, load_result, log_evaluation_run, per_query_path_for
-from toolret.tracking.provenance import dvc_md5, git_state, read_dvc_lock, sha256_file, stage_versions
-from toolret.tracking.store import default_tracking_uri, get_client, get_or_create_experiment
+import importlib
+from typing import Any
 
-__all__ = [
-    "compare_results",
-    "default_tracking_uri",
-    "dvc_md5",
-    "get_client",
-    "get_or_create_experiment",
-    "git_state",
-    "load_per_query",
-    "load_result",
-    "log_comparison_report",
-    "log_evaluation_run",
-    "per_query_path_for",
-    "read_dvc_lock",
-    "sha256_file",
-    "stage_versions",
-]
+_EXPORTS = {
+    "compare_results": "comparison",
+    "holm_adjust": "comparison",
+    "log_comparison_report": "comparison",
+    "order_metrics": "comparison",
+    "find_result_files": "evaluation",
+    "is_evaluation_result": "evaluation",
+    "load_per_query": "evaluation",
+    "load_result": "evaluation",
+    "log_evaluation_run": "evaluation",
+    "per_query_path_for": "evaluation",
+    "dvc_md5": "provenance",
+    "git_state": "provenance",
+    "read_dvc_lock": "provenance",
+    "sha256_file": "provenance",
+    "stage_versions": "provenance",
+    "register_models": "registry",
+    "registered_model_name": "registry",
+    "default_tracking_uri": "store",
+    "get_client": "store",
+    "get_or_create_experiment": "store",
+    "model_version_url": "store",
+    "run_url": "store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
+
+__all__ = sorted(_EXPORTS)

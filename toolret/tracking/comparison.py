@@ -2,8 +2,13 @@
 
 For each metric the reference is the baseline system (by default ``bm25`` / ``dense`` on any document
 variant) with the highest mean; every other system is compared with it by a paired test over the
-queries both evaluated (paired by ``query_id``). The report is a table (markdown, CSV, HTML) of
-means with 95% bootstrap CIs and significance marks, a bar chart, and the test results as JSON.
+queries both evaluated (paired by ``query_id``). The tests of one metric are one family: their
+p-values are Holm-adjusted (:func:`holm_adjust`) and a system is marked significantly better/worse
+when its adjusted p-value is below :data:`ALPHA`; raw and adjusted p-values are both reported.
+Metrics are ordered by family, then by cutoff (``recall@1, @3, @5, @10``; :func:`order_metrics`).
+
+The report is a table (markdown, CSV, a self-contained UTF-8 HTML page, each with a legend of the
+marks) of means with 95% bootstrap CIs and significance marks, a bar chart, and the tests as JSON.
 """
 
 from __future__ import annotations
@@ -18,12 +23,47 @@ from typing import Any
 
 import numpy as np
 
-from toolret.tracking.evaluation import load_per_query, load_result, per_query_path_for
-from toolret.tracking.provenance import git_state
-from toolret.tracking.store import get_client, get_or_create_experiment, safe_key
+from toolret.tracking.evaluation import LOG_FORMAT, load_per_query, load_result, per_query_path_for
+from toolret.tracking.provenance import git_state, sha256_file
+from toolret.tracking.store import (INPUTS_TAG, digest, find_run, get_client, get_or_create_experiment, make_current,
+                                    safe_key)
 
 DEFAULT_BASELINES = ("bm25", "dense")
 ALPHA = 0.05
+FAMILY_ORDER = ("recall", "ndcg", "comp", "precision", "mrr")  # metric families first, in this order
+UP, DOWN, REF = "▲", "▼", "(ref)"
+
+
+def order_metrics(metrics: Sequence[str]) -> list[str]:
+    """Metrics by family (:data:`FAMILY_ORDER` first, then alphabetical), then by numeric cutoff.
+
+    Example:
+        >>> order_metrics(["recall@10", "mrr", "recall@3", "ndcg@5", "recall@1"])
+        ['recall@1', 'recall@3', 'recall@10', 'ndcg@5', 'mrr']
+    """
+    def key(name: str) -> tuple[int, str, int, str]:
+        family, _, k = name.partition("@")
+        rank = FAMILY_ORDER.index(family) if family in FAMILY_ORDER else len(FAMILY_ORDER)
+        return (rank, family, int(k) if k.isdigit() else -1, name)
+
+    return sorted(dict.fromkeys(metrics), key=key)
+
+
+def holm_adjust(p_values: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values (step-down; Holm 1979), in the input order.
+
+    With the m p-values sorted ascending, ``p_adj(i) = max_{j <= i} min(1, (m - j + 1) * p(j))``
+    (1-based ranks). Rejecting ``p_adj < alpha`` controls the family-wise error rate at ``alpha``.
+    """
+    p = np.asarray(p_values, dtype=float)
+    m = p.size
+    if m == 0:
+        return []
+    order = np.argsort(p, kind="mergesort")
+    scaled = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    adjusted = np.empty(m)
+    adjusted[order] = np.maximum.accumulate(scaled)
+    return adjusted.tolist()
 
 
 @dataclass
@@ -48,7 +88,7 @@ class Comparison:
     systems: list[System]
     metrics: list[str]
     reference: dict[str, str]  # metric -> label of the strongest baseline
-    tests: list[dict[str, Any]]  # {"metric", "system", "reference", "p_value", "mean_diff", "n", "significant"}
+    tests: list[dict[str, Any]]  # {"metric", "system", "reference", "p_value", "p_holm", "mean_diff", "n", "significant"}
 
     def table(self) -> Any:
         """A DataFrame: rows = systems, columns = metrics, cells ``"0.315 [0.290, 0.341]*"``."""
@@ -69,9 +109,9 @@ class Comparison:
                     cell += f" [{ci[0]:.3f}, {ci[1]:.3f}]"
                 t = marks.get((s.label, m))
                 if self.reference.get(m) == s.label:
-                    cell += " (ref)"
+                    cell += f" {REF}"
                 elif t and t["significant"]:
-                    cell += " ▲" if t["mean_diff"] > 0 else " ▼"
+                    cell += f" {UP}" if t["mean_diff"] > 0 else f" {DOWN}"
                 row[m] = cell
             rows.append(row)
         return pd.DataFrame(rows).set_index("system")
@@ -90,6 +130,30 @@ class Comparison:
             rows.append(row)
         return pd.DataFrame(rows)
 
+    def legend(self) -> list[str]:
+        """What the marks and numbers of the table mean (one sentence each)."""
+        test = self.tests[0]["test"] if self.tests else "randomization"
+        return [
+            "Cells: mean over the test queries [95% bootstrap confidence interval].",
+            f"{REF}: the strongest baseline for that metric, the reference every other system is tested against.",
+            f"{UP} / {DOWN}: significantly better / worse than the reference: paired {test} test over the "
+            f"queries both systems answered (paired by query id), Holm-adjusted p < {ALPHA} "
+            "(the tests of one metric form one family).",
+            "No mark: not significantly different from the reference after the Holm correction.",
+        ]
+
+    def tests_table(self) -> Any:
+        """One row per test: metric, system, reference, mean difference, raw and Holm-adjusted p-value."""
+        import pandas as pd
+
+        rank = {m: i for i, m in enumerate(self.metrics)}
+        rows = sorted(self.tests, key=lambda t: (rank.get(t["metric"], len(rank)), t["system"]))
+        return pd.DataFrame([{"metric": t["metric"], "system": t["system"], "reference": t["reference"],
+                              "mean_diff": t["mean_diff"], "n": t["n"], "p_value": t["p_value"],
+                              "p_holm": t["p_holm"], "significant": t["significant"]} for t in rows],
+                            columns=["metric", "system", "reference", "mean_diff", "n", "p_value", "p_holm",
+                                     "significant"])
+
     def markdown(self) -> str:
         table = self.table()
         cols = ["system", *table.columns]
@@ -97,9 +161,32 @@ class Comparison:
                  "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         for label, row in table.iterrows():
             lines.append("| " + " | ".join([str(label), *[str(row[c]) for c in table.columns]]) + " |")
-        lines += ["", f"(ref) = strongest baseline for that metric; ▲/▼ = significantly better/worse than it "
-                      f"(paired randomization test, p < {ALPHA}, queries paired by id).", ""]
+        lines += ["", "Legend:", *[f"- {line}" for line in self.legend()], ""]
+        if self.tests:
+            lines += ["## Paired tests vs the reference (raw and Holm-adjusted p-values)", "",
+                      "| metric | system | reference | mean diff | n | p | p (Holm) |", "|---|---|---|---|---|---|---|"]
+            for _, t in self.tests_table().iterrows():
+                mark = (f" {UP}" if t["mean_diff"] > 0 else f" {DOWN}") if t["significant"] else ""
+                lines.append(f"| {t['metric']} | {t['system']} | {t['reference']} | {t['mean_diff']:+.4f} | "
+                             f"{t['n']} | {t['p_value']:.4g} | {t['p_holm']:.4g}{mark} |")
+            lines.append("")
         return "\n".join(lines)
+
+    def html(self) -> str:
+        """A self-contained HTML page (``<meta charset="utf-8">``): the table, its legend, the tests."""
+        import html as _html
+
+        table = self.table().to_html(border=0, classes="table")
+        tests = self.tests_table().to_html(index=False, border=0, classes="table",
+                                           float_format=lambda v: f"{v:.4g}") if self.tests else ""
+        legend = "".join(f"<li>{_html.escape(line)}</li>" for line in self.legend())
+        title = _html.escape(f"{self.dataset}: methods x metrics (mean [95% bootstrap CI])")
+        return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+                f"<title>{title}</title>\n<style>body{{font-family:sans-serif}} table{{border-collapse:collapse}} "
+                "td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}</style>\n</head>\n<body>\n"
+                f"<h1>{title}</h1>\n{table}\n<h2>Legend</h2>\n<ul>{legend}</ul>\n"
+                + (f"<h2>Paired tests vs the reference (raw and Holm-adjusted p-values)</h2>\n{tests}\n" if tests else "")
+                + "</body>\n</html>\n")
 
 
 def _load_system(path: Path) -> System:
@@ -127,7 +214,8 @@ def compare_results(
         result_paths: result JSONs (their ``*.per_query.jsonl`` siblings are used for the tests).
         baselines: methods that count as baselines; when none is present, the best system is the
             reference.
-        metrics: metrics to report (default: every metric the results share, sorted).
+        metrics: metrics to report (default: every metric the results share); ordered by
+            :func:`order_metrics` either way.
         test: :func:`toolret.metrics.paired_test` method.
     """
     from toolret.metrics import paired_test
@@ -137,7 +225,8 @@ def compare_results(
     if metrics is None:
         common = set.intersection(*(set(k for k, v in s.result["metrics"].items() if isinstance(v, (int, float)))
                                     for s in systems)) if systems else set()
-        metrics = sorted(common)
+        metrics = list(common)
+    metrics = order_metrics(metrics)
     reference: dict[str, str] = {}
     tests: list[dict[str, Any]] = []
     for m in metrics:
@@ -159,8 +248,12 @@ def compare_results(
             b = np.array([ref.per_query[q][m] for q in qids], dtype=float)
             res = paired_test(a, b, method=test, n_samples=n_samples, seed=seed)
             tests.append({"metric": m, "system": s.label, "reference": ref.label, "test": res["method"],
-                          "p_value": res["p_value"], "mean_diff": res["mean_diff"], "n": res["n"],
-                          "significant": bool(res["p_value"] < ALPHA)})
+                          "p_value": float(res["p_value"]), "mean_diff": res["mean_diff"], "n": res["n"]})
+    for m in metrics:  # one family per metric
+        family = [t for t in tests if t["metric"] == m]
+        for t, adjusted in zip(family, holm_adjust([t["p_value"] for t in family])):
+            t["p_holm"] = float(adjusted)
+            t["significant"] = bool(adjusted < ALPHA)
     return Comparison(dataset, systems, list(metrics), reference, tests)
 
 
@@ -214,33 +307,62 @@ def log_comparison_report(
     test: str = "randomization",
     n_samples: int = 10000,
 ) -> dict[str, Any]:
-    """Log a comparison run for one dataset and return ``{"run_id", "markdown", "tests", "reference"}``.
+    """Log (or reuse) the comparison run of one dataset.
 
-    The run (named ``<dataset>/comparison``, tag ``toolret.kind=comparison``) holds a metric per
-    system and metric (``bm25.original/recall_at_5``), the table as ``report/comparison.{md,csv,html}``,
-    the numbers as ``report/comparison_numeric.csv``, the tests as ``report/significance.json`` and
+    Returns ``{"run_id", "experiment_id", "created", "markdown", "tests", "reference"}``.
+
+    Idempotent like :func:`toolret.tracking.log_evaluation_run`: the identity is the dataset (tags
+    ``toolret.kind=comparison``, ``toolret.dataset``), the inputs the sha256 of every result JSON and
+    per-query file plus the settings; the same inputs reuse the run (``tags`` updated), other inputs
+    log a new run and mark the previous one superseded.
+
+    The run (named ``<dataset>/comparison``) holds a metric per system and metric
+    (``bm25.original/recall_at_5``) with the raw and Holm-adjusted p-values (``..._p_value``,
+    ``..._p_holm``), the table as ``report/comparison.{md,csv,html}`` (UTF-8, legend included), the
+    numbers as ``report/comparison_numeric.csv``, the tests as ``report/significance.{json,csv}`` and
     the bar chart as ``plots/comparison.png``.
     """
     from mlflow.entities import Metric, Param
 
     from toolret.metrics.names import metric_name_for_mlflow
 
-    comparison = compare_results(dataset, result_paths, baselines=baselines, metrics=metrics, test=test,
-                                 n_samples=n_samples)
+    paths = sorted(Path(p) for p in result_paths)
     client = get_client(tracking_uri, project_dir)
     exp_id = get_or_create_experiment(client, experiment)
-    run_tags = {"toolret.kind": "comparison", "toolret.dataset": dataset}
+    identity = {"toolret.kind": "comparison", "toolret.dataset": dataset}
+    inputs = digest({"format": LOG_FORMAT, "baselines": list(baselines), "metrics": list(metrics or []),
+                     "test": test, "n_samples": n_samples, "alpha": ALPHA,
+                     "results": sorted((sha256_file(p), sha256_file(per_query_path_for(p))
+                                        if per_query_path_for(p).is_file() else "") for p in paths)})
+    extra_tags = {safe_key(k): str(v) for k, v in (tags or {}).items()}
+    existing = find_run(client, exp_id, identity, inputs)
+    if existing is not None:  # the same inputs: reuse the run and what it logged (no tests rerun)
+        run_id = existing.info.run_id
+        for k, v in extra_tags.items():
+            if existing.data.tags.get(k) != v:
+                client.set_tag(run_id, k, v)
+        make_current(client, exp_id, identity, run_id)
+        with tempfile.TemporaryDirectory() as tmp:
+            md = Path(client.download_artifacts(run_id, "report/comparison.md", tmp)).read_text(encoding="utf-8-sig")
+            sig = json.loads(Path(client.download_artifacts(run_id, "report/significance.json", tmp))
+                             .read_text(encoding="utf-8"))
+        return {"run_id": run_id, "experiment_id": exp_id, "created": False, "markdown": md,
+                "tests": sig["tests"], "reference": sig["reference"]}
+
+    comparison = compare_results(dataset, paths, baselines=baselines, metrics=metrics, test=test,
+                                 n_samples=n_samples)
+    markdown = comparison.markdown()
+    run_tags = {**identity, INPUTS_TAG: inputs}
     if project_dir:
-        sha = git_state(project_dir).label
-        run_tags["git_sha"] = sha
-    run_tags.update({safe_key(k): str(v) for k, v in (tags or {}).items()})
+        run_tags["git_sha"] = git_state(project_dir).label
+    run_tags.update(extra_tags)
     run = client.create_run(exp_id, run_name=f"{dataset}/comparison", tags=run_tags)
     run_id = run.info.run_id
     try:
         client.log_batch(run_id, params=[
             Param("dataset", dataset), Param("systems", json.dumps([s.label for s in comparison.systems])[:6000]),
             Param("baselines", json.dumps(list(baselines))), Param("test", test), Param("n_samples", str(n_samples)),
-            Param("alpha", str(ALPHA))])
+            Param("alpha", str(ALPHA)), Param("multiple_comparisons", "holm (per metric)")])
         now = int(time.time() * 1000)
         metrics_out = []
         for s in comparison.systems:
@@ -250,21 +372,25 @@ def log_comparison_report(
                     metrics_out.append(Metric(safe_key(f"{s.method}.{s.docs}/{metric_name_for_mlflow(m)}"),
                                               float(value), now, 0))
         for t in comparison.tests:
-            metrics_out.append(Metric(safe_key(f"{t['system'].replace('/', '.')}/{metric_name_for_mlflow(t['metric'])}_p_value"),
-                                      float(t["p_value"]), now, 0))
+            key = safe_key(f"{t['system'].replace('/', '.')}/{metric_name_for_mlflow(t['metric'])}")
+            metrics_out.append(Metric(f"{key}_p_value", float(t["p_value"]), now, 0))
+            metrics_out.append(Metric(f"{key}_p_holm", float(t["p_holm"]), now, 0))
         for i in range(0, len(metrics_out), 1000):
             client.log_batch(run_id, metrics=metrics_out[i:i + 1000])
-        markdown = comparison.markdown()
         with tempfile.TemporaryDirectory() as tmp:
             tmp_path = Path(tmp)
-            (tmp_path / "comparison.md").write_text(markdown, encoding="utf-8")
-            comparison.table().to_csv(tmp_path / "comparison.csv")
-            comparison.table().to_html(tmp_path / "comparison.html")
+            # the BOM declares UTF-8 to browsers/editors/Excel opening the downloaded file
+            (tmp_path / "comparison.md").write_text(markdown, encoding="utf-8-sig")
+            (tmp_path / "comparison.html").write_text(comparison.html(), encoding="utf-8")
+            comparison.table().to_csv(tmp_path / "comparison.csv", encoding="utf-8-sig")
             comparison.numeric_table().to_csv(tmp_path / "comparison_numeric.csv", index=False)
+            comparison.tests_table().to_csv(tmp_path / "significance.csv", index=False)
             (tmp_path / "significance.json").write_text(
-                json.dumps({"reference": comparison.reference, "tests": comparison.tests}, indent=2), encoding="utf-8")
+                json.dumps({"reference": comparison.reference, "alpha": ALPHA,
+                            "multiple_comparisons": "holm, one family per metric", "legend": comparison.legend(),
+                            "tests": comparison.tests}, indent=2, ensure_ascii=False), encoding="utf-8")
             for name in ("comparison.md", "comparison.csv", "comparison.html", "comparison_numeric.csv",
-                         "significance.json"):
+                         "significance.json", "significance.csv"):
                 client.log_artifact(run_id, str(tmp_path / name), artifact_path="report")
             if comparison.systems and comparison.metrics:
                 plot = plot_comparison(comparison, tmp_path / "comparison.png", headline_metrics(comparison.metrics))
@@ -273,7 +399,10 @@ def log_comparison_report(
         client.set_terminated(run_id, status="FAILED")
         raise
     client.set_terminated(run_id, status="FINISHED")
-    return {"run_id": run_id, "markdown": markdown, "tests": comparison.tests, "reference": comparison.reference}
+    make_current(client, exp_id, identity, run_id)
+    return {"run_id": run_id, "experiment_id": exp_id, "created": True, "markdown": markdown,
+            "tests": comparison.tests, "reference": comparison.reference}
 
 
-__all__ = ["Comparison", "System", "compare_results", "headline_metrics", "log_comparison_report", "plot_comparison"]
+__all__ = ["ALPHA", "Comparison", "System", "compare_results", "headline_metrics", "holm_adjust",
+           "log_comparison_report", "order_metrics", "plot_comparison"]

@@ -111,8 +111,8 @@ def plot_metrics_vs_k(result: dict[str, Any], path: str | Path) -> Path | None:
     for fam, values in families.items():
         ks = list(values)
         ys = [values[k] for k in ks]
-        lo = [ys[i] - (ci.get(f"{fam}@{k}") or [ys[i], ys[i]])[0] for i, k in enumerate(ks)]
-        hi = [(ci.get(f"{fam}@{k}") or [ys[i], ys[i]])[1] - ys[i] for i, k in enumerate(ks)]
+        lo = [max(0.0, ys[i] - (ci.get(f"{fam}@{k}") or [ys[i], ys[i]])[0]) for i, k in enumerate(ks)]
+        hi = [max(0.0, (ci.get(f"{fam}@{k}") or [ys[i], ys[i]])[1] - ys[i]) for i, k in enumerate(ks)]
         ax.errorbar(ks, ys, yerr=[lo, hi], marker="o", capsize=3, label=fam)
     ax.set_xlabel("k")
     ax.set_ylabel("score")
@@ -236,9 +236,10 @@ def log_evaluation_run(
     The run holds: params (dataset, method, docs, split, ks, n_queries, the DVC stage and the params
     its stages declared, see :func:`run_params`), metrics (``recall@5`` as ``recall_at_5``, CI bounds
     as ``ci95/recall_at_5/lo`` and ``.../hi``, every ``<metric>@k`` family also as ``<metric>_by_k``
-    with step k, latency from the run info), tags (git sha, DVC md5s of the stage's deps and outs,
-    registered models it used, plus ``tags``) and artifacts (result JSON, run info, per-query table
-    as CSV and MLflow table, a metric-vs-k plot).
+    with step k, latency from the run info), tags (git sha, the DVC md5 of each data dep/out of the
+    stage and one digest ``dvc.md5.code`` of its source-file deps, registered models it used, plus
+    ``tags``) and artifacts (result JSON, run info, every dvc.lock md5 of the stage, per-query table as
+    CSV and MLflow table, a metric-vs-k plot).
 
     Args:
         result_json_path: the result JSON.
@@ -323,8 +324,14 @@ def _log_new_run(client: Any, exp_id: str, result_json: Path, result: dict[str, 
                 "mlflow.source.git.commit": git_sha.removesuffix("-dirty")}
     if lineage:
         run_tags["dvc.stage"] = lineage[0]
+    code = {}
     for path, md5 in versions.items():
-        run_tags[safe_key(f"dvc.md5.{path}")] = md5
+        if path.startswith("data/") or Path(path).is_absolute():  # data deps/outs: one tag each
+            run_tags[safe_key(f"dvc.md5.{path}")] = md5
+        else:  # source files (dozens of code deps): one digest; every md5 in result/dvc_versions.json
+            code[path] = md5
+    if code:
+        run_tags["dvc.md5.code"] = digest(code)
     for path, version in (prov.get("artifact_versions") or {}).items():
         run_tags[safe_key(f"artifact.{path}")] = str(version)[:5000]
     run_tags.update(tags)
@@ -384,6 +391,9 @@ def _log_new_run(client: Any, exp_id: str, result_json: Path, result: dict[str, 
             provenance = {**prov, **{k: v for k, v in info_prov.items() if k not in prov}}
             (tmp_path / "provenance.json").write_text(json.dumps(provenance, indent=2, default=str), encoding="utf-8")
             client.log_artifact(run_id, str(tmp_path / "provenance.json"), artifact_path="result")
+            if versions:
+                (tmp_path / "dvc_versions.json").write_text(json.dumps(versions, indent=2), encoding="utf-8")
+                client.log_artifact(run_id, str(tmp_path / "dvc_versions.json"), artifact_path="result")
             if run_info:
                 (tmp_path / "run_info.json").write_text(json.dumps(run_info, indent=2, default=str), encoding="utf-8")
                 client.log_artifact(run_id, str(tmp_path / "run_info.json"), artifact_path="result")

@@ -68,7 +68,7 @@ def project(tmp_path, monkeypatch, fixture_catalog_dir):
     curated = save_catalog(catalog, proj / "data" / "curated" / catalog.name)
     raw = json.loads(json.dumps(SMALL_PARAMS))
     raw["reinvoke"]["paper_columns"] = {catalog.name: "multi-tool"}
-    raw["reinvoke"]["embedding_cache_dir"] = str(tmp_path / "embeddings")  # shared by the grid's rows
+    raw.setdefault("dense", {})["embedding_cache"] = str(tmp_path / "embeddings")  # shared by the grid's rows
     (proj / "params.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
     return proj, catalog, curated
 

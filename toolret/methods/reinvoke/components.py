@@ -45,19 +45,13 @@ class MemoEncoder:
         self.stats = {"encoded": 0, "from_store": 0}
 
     @classmethod
-    def for_config(cls, dense_config, cfg: ReInvokeConfig) -> MemoEncoder:
-        """A memo over the dense backbone, persisted under ``cfg.embedding_cache_dir`` (default
-        ``<cache home>/embeddings``; ``"off"`` keeps it in memory only)."""
+    def for_config(cls, dense_config) -> MemoEncoder:
+        """A memo over the dense backbone, persisted in the dense config's embedding store
+        (``dense.embedding_cache``: default ``<cache home>/embeddings``; ``"off"``: memory only)."""
         from toolret.retrieval.dense import DenseConfig, DenseRetriever
 
         dense_config = dense_config or DenseConfig()
-        if cfg.embedding_cache_dir == "off":
-            return cls(DenseRetriever(dense_config))
-        from toolret.config import cache_home
-        from toolret.retrieval.embedding_store import encoder_fingerprint
-
-        root = Path(cfg.embedding_cache_dir) if cfg.embedding_cache_dir else cache_home() / "embeddings"
-        return cls(DenseRetriever(dense_config), EmbeddingStore(root, encoder_fingerprint(dense_config)))
+        return cls(DenseRetriever(dense_config), dense_config.store())
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         missing = list(dict.fromkeys(t for t in texts if t not in self._memo))
@@ -134,7 +128,7 @@ class ReInvokeIndex:
     @property
     def encoder(self) -> MemoEncoder:
         if self._encoder is None:
-            self._encoder = MemoEncoder.for_config(self.dense_config, self.config)
+            self._encoder = MemoEncoder.for_config(self.dense_config)
         return self._encoder
 
     # ------------------------------------------------------------------ fit: synthetic queries

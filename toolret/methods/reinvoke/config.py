@@ -44,9 +44,7 @@ class ReInvokeConfig(StrictModel):
         llm_batch_size, llm_num_threads, llm_device: backend settings (num_threads None = $TOOLRET_LLM_THREADS
             or all CPUs, fastest on an idle box; 1 is much faster on a shared, loaded 2-core box).
         cache_dir: where the LLM JSONL cache lives (default ``<cache home>/llm``, outside the work tree).
-        embedding_cache_dir: where dense embeddings of expanded copies persist across runs (default
-            ``<cache home>/embeddings``; ``"off"``: memory only). Catalogues sharing a corpus (the six
-            ToolBench groups) then encode their copies once. A cache, not a setting.
+            Embeddings of expanded copies persist in the dense backbone's store (``dense.embedding_cache``).
     """
 
     n_queries: int = Field(10, ge=1)  # paper: 10 synthetic queries per tool
@@ -65,7 +63,6 @@ class ReInvokeConfig(StrictModel):
     llm_num_threads: int | None = None
     llm_device: str = "cpu"
     cache_dir: str | None = None
-    embedding_cache_dir: str | None = None
 
     @model_validator(mode="after")
     def _generate_at_least_n(self):

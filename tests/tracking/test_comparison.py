@@ -1,0 +1,126 @@
+"""The comparison report: metric order, Holm-adjusted p-values, UTF-8 artifacts with a legend, idempotency."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers import per_query, write_result
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> list[Path]:
+    rng = np.random.default_rng(0)
+    runs = tmp_path / "data" / "runs" / "toy"
+    return [write_result(runs / "bm25", "bm25", "original", per_query(rng, 0.3)),
+            write_result(runs / "dense", "dense", "original", per_query(rng, 0.5)),
+            write_result(runs / "sys-a", "sys-a", "original", per_query(rng, 0.6)),
+            write_result(runs / "sys-b", "sys-b", "original", per_query(rng, 0.6)),
+            write_result(runs / "sys-c", "sys-c", "original", per_query(rng, 0.6))]
+
+
+@pytest.mark.parametrize(("p", "expected"), [
+    # sorted 0.005, 0.01, 0.03, 0.04 -> x4, x3, x2, x1 = 0.02, 0.03, 0.06, 0.04 -> running max 0.02, 0.03, 0.06, 0.06
+    ([0.01, 0.04, 0.03, 0.005], [0.03, 0.06, 0.06, 0.02]),
+    ([0.5, 0.6], [1.0, 1.0]),  # 2 x 0.5 capped at 1, then the running max
+    ([0.02, 0.021], [0.04, 0.04]),  # 0.021 x 1 < 0.04: the step-down max keeps the order
+    ([0.2], [0.2]),
+    ([], []),
+])
+def test_holm_matches_hand_computed_values(p: list[float], expected: list[float]) -> None:
+    from toolret.tracking import holm_adjust
+
+    assert holm_adjust(p) == pytest.approx(expected)
+
+
+def test_metrics_are_ordered_by_cutoff() -> None:
+    from toolret.tracking import order_metrics
+
+    lexicographic = sorted(["recall@1", "recall@3", "recall@5", "recall@10", "ndcg@5", "ndcg@10", "mrr", "comp@5"])
+    assert lexicographic[:4] == ["comp@5", "mrr", "ndcg@10", "ndcg@5"]  # what sorted() gives
+    assert order_metrics(lexicographic) == ["recall@1", "recall@3", "recall@5", "recall@10", "ndcg@5", "ndcg@10",
+                                            "comp@5", "mrr"]
+
+
+def _hits(k: int, n: int = 30) -> dict[str, dict[str, float]]:
+    """Per-query rows with exactly ``k`` hits: every system's mean recall@5 is k / n by construction."""
+    return {f"q{i:02d}": {m: float(i < k) for m in ("recall@1", "recall@3", "recall@5", "recall@10", "ndcg@5", "mrr")}
+            for i in range(n)}
+
+
+def test_marks_follow_holm_not_raw_p(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four systems vs the reference (dense) with raw p 0.001, 0.03, 0.04, 0.9: Holm gives 0.004, 0.09,
+    0.09, 0.9, so only the first is marked although three raw p-values are below 0.05."""
+    import toolret.metrics
+    from toolret.tracking import compare_results
+
+    hits = {"bm25": 9, "dense": 15, "sys-a": 18, "sys-b": 19, "sys-c": 20}
+    results = [write_result(tmp_path / m, m, "original", _hits(k)) for m, k in hits.items()]
+    raw = {"sys-a": 0.001, "sys-b": 0.03, "sys-c": 0.04, "bm25": 0.9}
+    by_hits = {k: m for m, k in hits.items()}
+
+    def fake_test(a, b, method="randomization", n_samples=0, seed=0):
+        system = by_hits[int(np.sum(a))]  # recall@5 of the tested system: its number of hits
+        return {"method": method, "p_value": raw[system], "mean_diff": float(np.mean(a) - np.mean(b)), "n": len(a)}
+
+    monkeypatch.setattr(toolret.metrics, "paired_test", fake_test)
+    cmp = compare_results("toy", results, metrics=["recall@5"])
+    assert cmp.reference["recall@5"] == "dense/original"
+    tests = {t["system"]: t for t in cmp.tests}
+    assert {s: t["p_value"] for s, t in tests.items()} == {f"{k}/original": v for k, v in raw.items()}
+    assert tests["sys-a/original"]["p_holm"] == pytest.approx(0.004)  # 4 tests in the family: 4 x 0.001
+    assert tests["sys-b/original"]["p_holm"] == pytest.approx(0.09)   # 3 x 0.03
+    assert tests["sys-c/original"]["p_holm"] == pytest.approx(0.09)   # max(2 x 0.04, 0.09)
+    assert [s for s, t in tests.items() if t["significant"]] == ["sys-a/original"]
+    table = cmp.table()
+    assert table.loc["sys-a/original", "recall@5"].endswith(("▲", "▼"))
+    assert not table.loc["sys-b/original", "recall@5"].endswith(("▲", "▼"))
+
+
+def test_report_artifacts_are_utf8_with_a_legend(results: list[Path], tmp_path: Path) -> None:
+    from mlflow import MlflowClient
+
+    from toolret.tracking import log_comparison_report
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    report = log_comparison_report("toy", results, experiment="t", tracking_uri=uri, n_samples=500)
+    client = MlflowClient(uri)
+    out = tmp_path / "dl"
+    html = Path(client.download_artifacts(report["run_id"], "report/comparison.html", str(out))).read_bytes()
+    assert html.startswith(b"<!DOCTYPE html>") and b'<meta charset="utf-8">' in html[:300]
+    text = html.decode("utf-8")
+    assert "Legend" in text and "▲" in text and "▼" in text and "(ref)" in text and "Holm" in text
+    md = Path(client.download_artifacts(report["run_id"], "report/comparison.md", str(out))).read_bytes()
+    assert md.startswith("\ufeff".encode())  # the UTF-8 byte order mark declares the encoding
+    md_text = md.decode("utf-8-sig")
+    assert "Legend" in md_text and "p (Holm)" in md_text
+    header = next(line for line in md_text.splitlines() if line.startswith("| system"))
+    assert header.index("recall@3") < header.index("recall@5") < header.index("recall@10")
+    sig = json.loads(Path(client.download_artifacts(report["run_id"], "report/significance.json", str(out)))
+                     .read_text(encoding="utf-8"))
+    assert sig["tests"] and all(t["p_holm"] >= t["p_value"] for t in sig["tests"])
+    metrics = client.get_run(report["run_id"]).data.metrics
+    assert "sys-a.original/recall_at_5_p_holm" in metrics and "sys-a.original/recall_at_5_p_value" in metrics
+
+
+def test_comparison_run_is_reused_for_the_same_results(results: list[Path], tmp_path: Path) -> None:
+    from mlflow import MlflowClient
+
+    from toolret.tracking import log_comparison_report
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    first = log_comparison_report("toy", results, experiment="t", tracking_uri=uri, n_samples=200)
+    second = log_comparison_report("toy", list(reversed(results)), experiment="t", tracking_uri=uri, n_samples=200)
+    assert second["run_id"] == first["run_id"] and second["created"] is False
+    assert second["markdown"] == first["markdown"] and second["tests"] == first["tests"]
+    third = log_comparison_report("toy", results[:3], experiment="t", tracking_uri=uri, n_samples=200)
+    assert third["created"] and third["run_id"] != first["run_id"]
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("t")
+    runs = {r.info.run_id: r.data.tags for r in client.search_runs([exp.experiment_id])}
+    assert set(runs) == {first["run_id"], third["run_id"]}
+    assert runs[first["run_id"]]["toolret.superseded_by"] == third["run_id"]
+    assert runs[third["run_id"]]["toolret.current"] == "true"

@@ -1,0 +1,78 @@
+"""Trained models (DVC outputs under data/models/) in the MLflow model registry, one version per md5."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers import per_query, write_lock, write_result
+
+
+def _lock(model_md5: str) -> dict:
+    return {
+        "finetune@toy": {"cmd": "c", "deps": [{"path": "data/curated/toy", "md5": "cur.dir"}],
+                         "params": {"params.yaml": {"finetune": {"epochs": 2}}},
+                         "outs": [{"path": "data/models/toy/dense-ft", "md5": model_md5}]},
+        "index_ft@toy": {"cmd": "c", "deps": [{"path": "data/models/toy/dense-ft", "md5": model_md5}],
+                         "params": {"params.yaml": {"dense": {"batch_size": 64}}},
+                         "outs": [{"path": "data/indexes/toy/dense-ft", "md5": "idx.dir"}]},
+        "evaluate_ft@toy": {"cmd": "c", "deps": [{"path": "data/indexes/toy/dense-ft", "md5": "idx.dir"}],
+                            "params": {"params.yaml": {"evaluation": {"ks": [1, 5]}}},
+                            "outs": [{"path": "data/runs/toy/dense-ft", "md5": "runs.dir"}]},
+        "evaluate@toy-bm25": {"cmd": "c", "deps": [{"path": "data/curated/toy", "md5": "cur.dir"}],
+                              "outs": [{"path": "data/runs/toy/bm25", "md5": "runs2.dir"}]},
+    }
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    project = tmp_path / "project"
+    (project / "data/models/toy/dense-ft").mkdir(parents=True)
+    (project / "data/models/toy/dense-ft/model.safetensors").write_bytes(b"w1")
+    (project / "dvc.yaml").write_text("stages: {}\n")
+    write_lock(project, _lock("aaa.dir"))
+    return project
+
+
+def test_model_registered_once_per_md5(project: Path, tmp_path: Path) -> None:
+    from mlflow import MlflowClient
+
+    from toolret.tracking import register_models
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    (first,) = register_models(project, "toy", tracking_uri=uri)
+    (again,) = register_models(project, "toy", tracking_uri=uri)
+    assert first["created"] and not again["created"] and again["version"] == first["version"]
+    client = MlflowClient(uri)
+    (mv,) = client.search_model_versions("name='toy.dense-ft'")  # <dataset>.<method>: MLflow forbids "/"
+    assert mv.tags == {"dvc_md5": "aaa.dir", "dvc_stage": "finetune@toy", "dvc_path": "data/models/toy/dense-ft"}
+    assert Path(mv.source) == (project / "data/models/toy/dense-ft").resolve()
+
+    write_lock(project, _lock("bbb.dir"))  # retrained: a new md5 is a new version, the old one stays
+    (retrained,) = register_models(project, "toy", tracking_uri=uri)
+    assert retrained["created"] and int(retrained["version"]) == int(first["version"]) + 1
+    versions = {v.version: v.tags["dvc_md5"] for v in client.search_model_versions("name='toy.dense-ft'")}
+    assert sorted(versions.values()) == ["aaa.dir", "bbb.dir"]
+    assert register_models(project, "other", tracking_uri=uri) == []
+
+
+def test_evaluation_of_a_trained_model_links_its_version(project: Path, tmp_path: Path) -> None:
+    from mlflow import MlflowClient
+
+    from toolret.tracking import log_evaluation_run
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    rng = np.random.default_rng(0)
+    ft = write_result(project / "data/runs/toy/dense-ft", "dense-ft", "original", per_query(rng, 0.5))
+    bm25 = write_result(project / "data/runs/toy/bm25", "bm25", "original", per_query(rng, 0.5))
+    client = MlflowClient(uri)
+    ft_run = client.get_run(log_evaluation_run(ft, tracking_uri=uri, project_dir=project))
+    assert ft_run.data.tags["toolret.model.toy.dense-ft"] == "models:/toy.dense-ft/1"
+    (mv,) = client.search_model_versions("name='toy.dense-ft'")
+    assert mv.tags["evaluation.toy.dense-ft.original"] == ft_run.info.run_id
+    # its params: the evaluation's, the index's and the training's (the lineage up to the model)
+    assert {"evaluation.ks", "dense.batch_size", "finetune.epochs"} <= set(ft_run.data.params)
+    bm25_run = client.get_run(log_evaluation_run(bm25, tracking_uri=uri, project_dir=project))
+    assert not any(k.startswith("toolret.model.") for k in bm25_run.data.tags)
