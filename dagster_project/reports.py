@@ -119,8 +119,8 @@ def _report_asset(dataset: str, upstream: Sequence[StageItem], by_name: Mapping[
         for item in selected:
             files = result_files(project, [item])
             if not files:
-                context.log.warning(f"{item.name} has no evaluation results on disk: {keys[item.name].to_user_string()} "
-                                    "is not materialized")
+                context.log.warning(f"{item.name} has no evaluation results on disk: "
+                                    f"{keys[item.name].to_user_string()} is not materialized")
                 continue
             md: dict[str, Any] = {}
             for f in files:

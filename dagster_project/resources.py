@@ -138,7 +138,8 @@ class MlflowResource(dg.ConfigurableResource):
         return log_evaluation_run(result_json, per_query, tags=tags, experiment=self.experiment,
                                   tracking_uri=self.uri(), project_dir=self.project_dir)
 
-    def log_comparison_report(self, dataset: str, result_paths: list[str | Path], tags: dict[str, str]) -> dict[str, Any]:
+    def log_comparison_report(self, dataset: str, result_paths: list[str | Path], tags: dict[str, str]
+                              ) -> dict[str, Any]:
         from toolret.tracking import log_comparison_report
 
         return log_comparison_report(dataset, result_paths, tags=tags, experiment=self.experiment,

@@ -208,3 +208,38 @@ def test_descriptions_come_from_dvc_yaml_desc(project: Path) -> None:
     assert "finetune@fx" in finetune.description and "cp weights.bin" in finetune.description
     report = graph.get(K(["report", "fx", "bm25"]))
     assert "fx" in report.description.splitlines()[0] and report.metadata["dataset"] == "fx"
+
+
+def test_make_run_job_defers_the_reports_of_deferred_evaluations(tmp_path: Path) -> None:
+    """`toolret_run` leaves out a costly stage whose output is absent and what depends on it: the
+    report asset of its evaluation too (else the job would select a report with nothing to report)."""
+    from dagster_project.definitions import RUN_JOB
+
+    stages = {k: v for k, v in DVC_YAML["stages"].items() if k in ("evaluate", "finetune", "evaluate_ft")}
+    stages["finetune"] = {"foreach": ["fx"], "do": {**stages["finetune"]["do"], "meta": {"costly": True}}}
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(PARAMS))
+    defs = build_definitions(tmp_path)  # nothing materialized: data/models/fx/dense-ft is absent
+    selected = defs.resolve_job_def(RUN_JOB).asset_layer.selected_asset_keys
+    assert {K(["evaluate", "fx", "bm25"]), K(["report", "fx", "bm25"]), K(["report", "fx", "dense"])} <= selected
+    assert not selected & {K(["finetune", "fx"]), K(["evaluate_ft", "fx"]), K(["report", "fx", "dense-ft"])}
+
+
+def test_report_keys_name_dataset_and_method_and_never_collide() -> None:
+    from dagster_project.dvc_assets import StageItem
+    from dagster_project.reports import report_keys
+
+    def item(name: str, key_path: tuple[str, ...], method: str) -> StageItem:
+        return StageItem(name, key_path[0], key_path, {"dataset": "ds", "method": method}, "c", (), (),
+                         (f"data/runs/ds/{method}",))
+
+    items = [item("evaluate@ds-bm25", ("evaluate", "ds", "bm25"), "bm25"),
+             item("evaluate@ds-reinvoke", ("evaluate", "ds", "reinvoke"), "reinvoke"),
+             item("evaluate_reinvoke@ds-reinvoke", ("evaluate_reinvoke", "ds", "reinvoke"), "reinvoke"),
+             item("evaluate_ft@ds", ("evaluate_ft", "ds"), "dense-ft")]
+    keys = report_keys("ds", items)
+    assert keys["evaluate@ds-bm25"] == K(["report", "ds", "bm25"])
+    assert keys["evaluate_ft@ds"] == K(["report", "ds", "dense-ft"])
+    # two stages evaluating a "reinvoke": the stage name keeps them apart
+    assert keys["evaluate@ds-reinvoke"] == K(["report", "ds", "evaluate", "reinvoke"])
+    assert keys["evaluate_reinvoke@ds-reinvoke"] == K(["report", "ds", "evaluate_reinvoke", "reinvoke"])

@@ -88,7 +88,8 @@ class Comparison:
     systems: list[System]
     metrics: list[str]
     reference: dict[str, str]  # metric -> label of the strongest baseline
-    tests: list[dict[str, Any]]  # {"metric", "system", "reference", "p_value", "p_holm", "mean_diff", "n", "significant"}
+    # {"metric", "system", "reference", "test", "p_value", "p_holm", "mean_diff", "n", "significant"}
+    tests: list[dict[str, Any]]
 
     def table(self) -> Any:
         """A DataFrame: rows = systems, columns = metrics, cells ``"0.315 [0.290, 0.341]*"``."""
@@ -185,7 +186,8 @@ class Comparison:
                 f"<title>{title}</title>\n<style>body{{font-family:sans-serif}} table{{border-collapse:collapse}} "
                 "td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}</style>\n</head>\n<body>\n"
                 f"<h1>{title}</h1>\n{table}\n<h2>Legend</h2>\n<ul>{legend}</ul>\n"
-                + (f"<h2>Paired tests vs the reference (raw and Holm-adjusted p-values)</h2>\n{tests}\n" if tests else "")
+                + (f"<h2>Paired tests vs the reference (raw and Holm-adjusted p-values)</h2>\n{tests}\n"
+                   if tests else "")
                 + "</body>\n</html>\n")
 
 

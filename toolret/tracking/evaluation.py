@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from toolret.tracking.provenance import (dvc_md5, git_state, producing_stage, read_dvc_lock, sha256_file,
-                                        stage_params, upstream_stages)
+from toolret.tracking.lineage import producing_stage, stage_params, upstream_stages
+from toolret.tracking.provenance import dvc_md5, git_state, read_dvc_lock, sha256_file
 from toolret.tracking.store import (INPUTS_TAG, digest, find_run, flatten, get_client, get_or_create_experiment,
                                     make_current, safe_key)
 

@@ -86,7 +86,8 @@ def runs_of(client: Any, experiment_id: str, identity: dict[str, str]) -> list[A
     """The active runs whose tags carry every ``identity`` tag with that exact value, newest first."""
     safe = {k: v for k, v in identity.items() if _FILTER_SAFE.match(v) and _FILTER_SAFE.match(k)}
     filter_string = " and ".join(f"tags.`{k}` = '{v}'" for k, v in safe.items())
-    runs = client.search_runs([experiment_id], filter_string, max_results=50000, order_by=["attributes.start_time DESC"])
+    runs = client.search_runs([experiment_id], filter_string, max_results=50000,
+                              order_by=["attributes.start_time DESC"])
     return [r for r in runs if all(r.data.tags.get(k) == v for k, v in identity.items())]
 
 
