@@ -55,3 +55,18 @@ def test_clear_errors(tmp_path):
     p = _toolret("evaluate", "--dataset", "mtrb-metatool", "--method", "bm25", "--docs", "human", "--output", str(tmp_path / "z.json"))
     assert p.returncode == 2 and "'human'" in p.stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_report_tables_skip_non_results(tmp_path, fixture_catalog_dir):
+    from toolret.cli import main
+
+    runs = tmp_path / "runs" / "fixture"
+    for method in ("bm25", "dense"):
+        assert main(["evaluate", "--dataset", str(fixture_catalog_dir), "--method", method, "--k", "1,5",
+                     "--output", str(runs / method / "original.json")]) == 0
+    (runs / "grid").mkdir()
+    (runs / "grid" / "summary.json").write_text('{"variants": {}}')  # not an evaluation result
+    out = tmp_path / "report.md"
+    assert main(["report", "--runs", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    text = out.read_text(encoding="utf-8-sig")
+    assert "bm25" in text and "dense" in text and "summary" not in text

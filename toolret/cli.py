@@ -234,15 +234,15 @@ def cmd_report(args: argparse.Namespace) -> None:
     """Markdown comparison tables (mean [CI], paired test vs the strongest baseline) for every dataset."""
     from toolret.atomic import write_text
     from toolret.tracking.comparison import compare_results, headline_metrics
+    from toolret.tracking.evaluation import find_result_files
 
     runs = Path(args.runs)
     sections = []
     for dataset_dir in sorted(p for p in runs.iterdir() if p.is_dir()):
-        results = {p: json.loads(p.read_text(encoding="utf-8")) for p in sorted(dataset_dir.glob("*/*.json"))}
-        paths = [p for p, r in results.items() if "metrics" in r]  # skips e.g. ablation summaries
+        paths = [f for method_dir in sorted(dataset_dir.iterdir()) for f in find_result_files(method_dir)]
         if not paths:
             continue
-        first = results[paths[0]]
+        first = json.loads(paths[0].read_text(encoding="utf-8"))
         metrics = headline_metrics(sorted(first["metrics"]), k=args.k)
         sections.append(compare_results(dataset_dir.name, paths, metrics=metrics).markdown())
     text = "\n".join(sections)
