@@ -260,6 +260,13 @@ def cmd_report_ablations(args: argparse.Namespace) -> None:
     print(f"wrote {out}")
 
 
+def cmd_serve(args: argparse.Namespace) -> None:
+    """Serve a saved pipeline over HTTP (``POST /search``)."""
+    from toolret.serve import serve
+
+    serve(args.index, host=args.host, port=args.port)
+
+
 def cmd_stages(args: argparse.Namespace) -> None:
     """Write ``dvc.yaml`` from the registry's stage templates (``--check``: fail if it is out of date)."""
     from toolret.stages import render_dvc_yaml, write_dvc_yaml
@@ -371,6 +378,12 @@ def build_parser() -> argparse.ArgumentParser:
     ra.add_argument("--out", required=True)
     ra.add_argument("--notes", help="a markdown file whose text is appended to the report")
     ra.set_defaults(func=cmd_report_ablations)
+
+    sv = sub.add_parser("serve", help="serve a saved pipeline to agents over HTTP (POST /search)")
+    sv.add_argument("--index", required=True, help="a saved pipeline, e.g. data/indexes/<ds>/<method>/original")
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument("--port", type=int, default=8000)
+    sv.set_defaults(func=cmd_serve)
 
     st = sub.add_parser("stages", help="write dvc.yaml from the registry's stage templates")
     st.add_argument("--out", default="dvc.yaml")

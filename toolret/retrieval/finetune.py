@@ -127,10 +127,16 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
         history = [{"step": e["step"], "dev_recall@5": e[f"eval_{DEV_METRIC}"]}
                    for e in trainer.state.log_history if f"eval_{DEV_METRIC}" in e]
         report = {"config": config.to_dict(), "n_train_pairs": len(train), "train_loss": result.training_loss,
-                  "steps": result.global_step, "resumed_from": Path(resume).name if resume else None,
+                  "steps": result.global_step,
                   "dev_history": history, "selected_step": _checkpoint_step(trainer.state.best_model_checkpoint),
                   "dev": dev_recall(catalog, model, config.docs)}
         (tmp / "finetune.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    from toolret.atomic import write_json
+    from toolret.evaluation import run_info_path
+
+    # how this run went (not what it produced): outside the DVC output, so a resumed run gives the same md5
+    write_json(run_info_path(out_dir / "finetune.json"), {"resumed_from": Path(resume).name if resume else None,
+                                                          "train_runtime_s": result.metrics.get("train_runtime")})
     shutil.rmtree(work, ignore_errors=True)
     return report
 
