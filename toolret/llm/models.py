@@ -28,8 +28,13 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_MODELS_DIR = PROJECT_ROOT / "data" / "models" / "llm"
+
+def default_models_dir() -> Path:
+    """``<cache home>/llm-models``: converted weights survive a fresh checkout (outside the work tree)."""
+    from toolret.config import cache_home
+
+    return cache_home() / "llm-models"
+
 DEFAULT_MODEL = "smollm2-135m-instruct"
 
 
@@ -141,7 +146,7 @@ def ensure_local_model(name_or_path: str | os.PathLike = DEFAULT_MODEL, models_d
     name = str(name_or_path)
     if name not in KNOWN_MODELS:
         raise ValueError(f"unknown generator model {name!r}: not a local model folder nor one of {sorted(KNOWN_MODELS)}")
-    models_dir = Path(models_dir) if models_dir is not None else DEFAULT_MODELS_DIR
+    models_dir = Path(models_dir) if models_dir is not None else default_models_dir()
     target = models_dir / name
     if _is_model_folder(target):
         return target.resolve()

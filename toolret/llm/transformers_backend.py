@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class TransformersConfig:
     model: str = DEFAULT_MODEL  # a KNOWN_MODELS name or a local HF folder
-    models_dir: str | None = None  # where known models are materialised (default data/models/llm)
+    models_dir: str | None = None  # where known models are materialised (default <cache home>/llm-models)
     device: str = "cpu"  # "cpu" | "cuda" | "cuda:N" | "auto"
     dtype: str = "auto"  # "auto" (fp32 on CPU, bf16 on CUDA) | "float32" | "bfloat16" | "float16"
     batch_size: int = 32  # rows (samples) per forward pass
