@@ -132,6 +132,10 @@ class TransformersGenerator:
             return "".join(f"{m['role']}: {m['content']}\n" for m in prompt) + "assistant: "
         return self.tokenizer.apply_chat_template(list(prompt), tokenize=False, add_generation_prompt=True)
 
+    def tokenize(self, text: str) -> list[int]:
+        """The token ids the model conditions on for a rendered prompt (cut to ``max_prompt_tokens``)."""
+        return self._encode(text)
+
     def _encode(self, text: str) -> list[int]:
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         if len(ids) > self.config.max_prompt_tokens:
