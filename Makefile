@@ -77,3 +77,4 @@ bench: setup
 	$(BIN)/python benchmarks/llm_throughput.py
 	$(BIN)/dvc repro -q --single-item catalog@toolbench-g1-instruction clean@toolbench-g1-instruction
 	$(BIN)/python benchmarks/reinvoke_generation_cost.py --catalog data/curated/toolbench-g1-instruction
+	$(BIN)/python benchmarks/llm_engines.py --catalog data/curated/toolbench-g1-instruction --out benchmarks/results/llm_engines.json

@@ -147,11 +147,11 @@ def check_synthetic_records(records: Sequence[dict], tool_ids: Sequence[str], do
 
 # artifact file -> (key in load_matching's result, generation settings it depends on, prompt, record view)
 _ARTIFACTS = {
-    "synthetic_queries": ("synthetic", ("llm_model", "temperature", "top_p", "seed", "query_max_new_tokens"),
+    "synthetic_queries": ("synthetic", ("llm_model", "llm_engine", "temperature", "top_p", "seed", "query_max_new_tokens"),
                           "reinvoke_query_generation", lambda records: records),
-    "intents": ("intents", ("llm_model", "intent_max_new_tokens", "max_intents"), "reinvoke_intent_extraction",
+    "intents": ("intents", ("llm_model", "llm_engine", "intent_max_new_tokens", "max_intents"), "reinvoke_intent_extraction",
                 lambda records: {r["text"]: r["intents"] for r in records}),
-    "hyde": ("hyde", ("llm_model", "hyde_max_new_tokens"), "hyde_tool_document",
+    "hyde": ("hyde", ("llm_model", "llm_engine", "hyde_max_new_tokens"), "hyde_tool_document",
              lambda records: {r["text"]: r["document"] for r in records}),
 }
 

@@ -40,7 +40,10 @@ class ReInvokeConfig(StrictModel):
         temperature, top_p, seed: query-generator sampling.
         query_max_new_tokens, intent_max_new_tokens, hyde_max_new_tokens: generation budgets.
         max_intents: at most this many intents per query are used.
-        llm_model: a ``toolret.llm.models.KNOWN_MODELS`` name or a local HF folder.
+        llm_model: a ``toolret.llm.models.KNOWN_MODELS`` name or a local HF folder (a ``.gguf`` for llama.cpp).
+        llm_engine: ``transformers`` (default) or ``llama.cpp`` (optional: ``pip install llama-cpp-python``;
+            on the Re-Invoke prompt mix it measured 0.94x the transformers backend on 2 CPU cores,
+            ``benchmarks/llm_engines.py``; on a GPU build set ``llm_device: cuda`` to offload all layers).
         llm_batch_size, llm_num_threads, llm_device: backend settings (num_threads None = $TOOLRET_LLM_THREADS
             or all CPUs, fastest on an idle box; 1 is much faster on a shared, loaded 2-core box).
         cache_dir: where the LLM JSONL cache lives (default ``<cache home>/llm``, outside the work tree).
@@ -59,6 +62,7 @@ class ReInvokeConfig(StrictModel):
     hyde_max_new_tokens: int = 80
     max_intents: int = 10
     llm_model: str = "smollm2-135m-instruct"
+    llm_engine: Literal["transformers", "llama.cpp"] = "transformers"  # llama.cpp: optional, measured no faster here
     llm_batch_size: int = 64
     llm_num_threads: int | None = None
     llm_device: str = "cpu"

@@ -54,11 +54,10 @@ class LazyLLM:
 
             inner = self._inner
             if inner is None:
-                from toolret.llm.transformers_backend import TransformersConfig, TransformersGenerator
+                from toolret.llm.engines import build_generator
 
-                inner = TransformersGenerator(TransformersConfig(
-                    model=self.cfg.llm_model, device=self.cfg.llm_device, batch_size=self.cfg.llm_batch_size,
-                    num_threads=self.cfg.llm_num_threads))
+                inner = build_generator(self.cfg.llm_engine, self.cfg.llm_model, device=self.cfg.llm_device,
+                                        batch_size=self.cfg.llm_batch_size, num_threads=self.cfg.llm_num_threads)
             self._cached = inner if isinstance(inner, CachedGenerator) else CachedGenerator(inner, self.cache_path)
         return self._cached
 

@@ -1,0 +1,29 @@
+"""Engine name -> ``Generator``: where a config picks the LLM engine (``reinvoke.llm_engine``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+ENGINES = ("transformers", "llama.cpp")
+
+
+def build_generator(engine: str, model: str = "smollm2-135m-instruct", *, device: str = "cpu",
+                    batch_size: int = 64, num_threads: int | None = None, progress: bool = True) -> Any:
+    """A local generator of ``model`` on ``engine`` (llama.cpp: the GGUF; transformers: its fp32 folder)."""
+    if engine == "transformers":
+        from toolret.llm.transformers_backend import TransformersConfig, TransformersGenerator
+
+        return TransformersGenerator(TransformersConfig(model=model, device=device, batch_size=batch_size,
+                                                        num_threads=num_threads, progress=progress))
+    if engine == "llama.cpp":
+        import importlib.util
+
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise ImportError("LLM engine 'llama.cpp' needs llama-cpp-python (`.venv/bin/pip install "
+                              "llama-cpp-python`; it compiles llama.cpp, ~6 min on 2 cores)")
+        from toolret.llm.llamacpp_backend import LlamaCppConfig, LlamaCppGenerator
+
+        return LlamaCppGenerator(LlamaCppConfig(model=model, n_threads=num_threads, max_sequences=batch_size,
+                                                n_gpu_layers=-1 if device.startswith("cuda") else 0,
+                                                progress=progress))
+    raise ValueError(f"unknown LLM engine {engine!r}; choose one of {ENGINES}")
