@@ -126,19 +126,23 @@ def _with_parents(module: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
-def import_closure(start: Iterable[str]) -> set[Path]:
-    """Source files of the modules reachable from ``start`` (plus their parent packages)."""
+def import_closure(start: Iterable[str], *, toplevel_only: bool = False) -> set[Path]:
+    """Source files of the modules reachable from ``start`` (plus their parent packages).
+
+    ``toplevel_only``: follow module-level imports only, i.e. what importing ``start`` executes (lazy
+    imports inside functions run only when those functions are called).
+    """
     seen: set[str] = set()
     todo = [m for s in start for m in _with_parents(s)]
     while todo:
         mod = todo.pop()
-        if mod in seen:
-            continue
         path = module_file(mod)
-        if path is None:
+        if mod in seen or path is None:
             continue
         seen.add(mod)
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        if toplevel_only:
+            tree = ast.Module(body=[n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))], type_ignores=[])
         for dep in _imports_of(tree, mod, path.name == "__init__.py"):
             todo.extend(m for m in _with_parents(dep) if m not in seen)
     return {module_file(m) for m in seen}  # type: ignore[misc]
@@ -146,7 +150,7 @@ def import_closure(start: Iterable[str]) -> set[Path]:
 
 def entry_imports(entry: str) -> set[str]:
     """Modules imported inside the entry function's body (its module's own top level is executed too:
-    :func:`code_deps` adds it with :func:`toplevel_closure`)."""
+    :func:`code_deps` adds it with ``import_closure(..., toplevel_only=True)``)."""
     module, _, func = entry.partition(":")
     path = module_file(module)
     if path is None:
@@ -167,23 +171,6 @@ def entry_imports(entry: str) -> set[str]:
     for name in reached:
         out |= _imports_of(functions[name], module, False)
     return out
-
-
-def toplevel_closure(start: Iterable[str]) -> set[Path]:
-    """Source files executed by importing ``start``: module-level imports only, transitively."""
-    seen: set[str] = set()
-    todo = [m for s in start for m in _with_parents(s)]
-    while todo:
-        mod = todo.pop()
-        path = module_file(mod)
-        if mod in seen or path is None:
-            continue
-        seen.add(mod)
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        top = ast.Module(body=[n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))], type_ignores=[])
-        for dep in _imports_of(top, mod, path.name == "__init__.py"):
-            todo.extend(m for m in _with_parents(dep) if m not in seen)
-    return {module_file(m) for m in seen}  # type: ignore[misc]
 
 
 def registration_modules() -> list[str]:
@@ -221,7 +208,7 @@ def code_deps(template: StageTemplate, params: Any = None) -> list[str]:
     packages = {component(c).package for c in stage_components(template, params)}
     entry_module = template.entry.partition(":")[0]
     files = (import_closure(entry_imports(template.entry) | packages)
-             | toplevel_closure([entry_module, *registration_modules()]))
+             | import_closure([entry_module, *registration_modules()], toplevel_only=True))
     return sorted(p.relative_to(ROOT).as_posix() for p in files if p is not None)
 
 

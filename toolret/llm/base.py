@@ -182,3 +182,17 @@ def generate_generations(gen: Generator, prompts: Sequence[Prompt], params: Samp
 
 def generate_via_iter(gen: Generator, prompts: Sequence[Prompt], params: SamplingParams) -> list[str]:
     return [g.text for g in generate_generations(gen, prompts, params)]
+
+
+def default_threads(configured: int | None = None) -> int:
+    """CPU threads for a local engine: ``configured``, else ``$TOOLRET_LLM_THREADS``, else all usable CPUs.
+    (On an oversubscribed box 1 thread is much faster than 2: threads spin-wait for each other.)"""
+    import os
+
+    if configured:
+        return int(configured)
+    env = os.environ.get("TOOLRET_LLM_THREADS")
+    if env:
+        return int(env)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+

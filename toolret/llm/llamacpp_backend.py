@@ -22,7 +22,6 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import logging
-import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from toolret.llm.base import (
     Prompt,
     SampleRequest,
     SamplingParams,
+    default_threads,
     generate_via_iter,
     sample_seed,
     sha256_text,
@@ -105,9 +105,7 @@ class LlamaCppGenerator:
             config = dataclasses.replace(config, **overrides)
         self.config = config
         self.path = resolve_gguf(config.model)
-        env_threads = os.environ.get("TOOLRET_LLM_THREADS")
-        n_threads = config.n_threads or (int(env_threads) if env_threads else
-                                         len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+        n_threads = default_threads(config.n_threads)
         t0 = time.perf_counter()
         L.llama_backend_init()
         mparams = L.llama_model_default_params()

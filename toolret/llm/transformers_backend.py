@@ -36,6 +36,7 @@ from toolret.llm.base import (
     Prompt,
     SampleRequest,
     SamplingParams,
+    default_threads,
     generate_via_iter,
     sample_seed,
     sha256_text,
@@ -90,13 +91,9 @@ class TransformersGenerator:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        env_threads = os.environ.get("TOOLRET_LLM_THREADS")
-        if config.num_threads is not None or env_threads:
-            # On an oversubscribed machine (load > cores) 1 thread is several times faster than 2:
-            # OpenMP threads spin-wait for each other. Thread count can change float rounding.
-            torch.set_num_threads(config.num_threads or int(env_threads))
-        elif not torch.cuda.is_available():
-            n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        # explicit (config / $TOOLRET_LLM_THREADS) or, on CPU, all usable CPUs; thread count can change float rounding
+        if config.num_threads is not None or os.environ.get("TOOLRET_LLM_THREADS") or not torch.cuda.is_available():
+            n = default_threads(config.num_threads)
             if torch.get_num_threads() != n:
                 torch.set_num_threads(n)
         self.device = _resolve_device(config.device)

@@ -314,8 +314,7 @@ class _CachedRewriter:
         """Generate the outputs of every judged query of ``split`` into ``out`` (JSONL + meta)."""
         from toolret.methods.reinvoke import artifacts
 
-        builder = artifacts.build_intents if self.kind == "intents" else artifacts.build_hyde
-        records, meta = builder(catalog, self.config, out, split=split, llm=self.llm)
+        records, meta = getattr(artifacts, f"build_{self.kind}")(catalog, self.config, out, split=split, llm=self.llm)
         self._outputs.update({r["text"]: self._value(r) for r in records})
         return meta
 
