@@ -57,6 +57,8 @@ class Component:
         load: ``path -> component`` for a directory written by the component's ``save``.
         sections: the ``params.yaml`` sections it reads (DVC param deps, MLflow params).
         description: one line for ``toolret datasets`` and docs.
+        trains: its ``fit`` learns from the catalogue's train split (on a dataset without one the CLI
+            evaluates it on a k-fold of the test split: ``catalog.folds`` / ``catalog.auto_folds``).
     """
 
     name: str
@@ -65,6 +67,7 @@ class Component:
     load: Callable[[Path], Any]
     sections: tuple[str, ...] = ()
     description: str = ""
+    trains: bool = False  # fit learns from the train split (a dataset without one is k-folded, see cli)
 
     @property
     def package(self) -> str:
@@ -130,6 +133,7 @@ _COMPONENTS: dict[str, Component] = {}
 _PIPELINES: dict[str, tuple[PipelineSpec, str]] = {}
 _SECTIONS: dict[str, tuple[type, bool]] = {}
 _STAGES: dict[str, StageTemplate] = {}
+_STAGE_OWNERS: dict[str, str] = {}
 _loaded = False
 
 
@@ -153,7 +157,16 @@ def register_section(name: str, model: type, *, staged: bool = False) -> None:
 
 
 def register_stage(template: StageTemplate) -> None:
+    """Register a stage template; the calling module is recorded as its owner (a code dep of the stage)."""
+    import sys
+
     _STAGES[template.name] = template
+    _STAGE_OWNERS[template.name] = sys._getframe(1).f_globals.get("__name__", "")
+
+
+def stage_owner(name: str) -> str:
+    """The module that registered stage template ``name`` (e.g. ``toolret.methods.reinvoke``)."""
+    return _STAGE_OWNERS[name]
 
 
 def register_report(method: str, target: str) -> None:

@@ -7,9 +7,11 @@ writes ``dvc.yaml``; a test checks the committed file is what the registry gener
 Code deps: a stage's command runs one function (``StageTemplate.entry``, e.g.
 ``toolret.cli:cmd_index``). Its deps are the source files of every ``toolret`` module the function
 imports, transitively (imports anywhere in a module count, including the lazy ones inside
-functions), plus package ``__init__`` files on the way and every method package's registration module
-(the registry imports them all at run time). So editing any file a stage executes makes ``dvc status``
-name that stage, and editing anything else does not.
+functions), plus package ``__init__`` files on the way, the module that registered the stage and the
+code of the components it builds. Other methods' registration modules are not deps: the registry
+imports them at run time, but they cannot change this stage's outputs (a broken one fails the command
+loudly), so adding or editing a method reruns only its own stages. Editing any file a stage executes
+for its result makes ``dvc status`` name that stage, and editing anything else does not.
 """
 
 from __future__ import annotations
@@ -173,13 +175,12 @@ def entry_imports(entry: str) -> set[str]:
     return out
 
 
-def registration_modules() -> list[str]:
-    """The modules the registry imports at run time: this one and every method package's ``__init__``."""
-    import pkgutil
+def registration_modules(template: StageTemplate) -> list[str]:
+    """The registration code a stage's result can depend on: the core registry and stage modules, and
+    the module that registered the template."""
+    from toolret.registry import stage_owner
 
-    import toolret.methods as methods_pkg
-
-    return [__name__, "toolret.registry"] + [f"toolret.methods.{i.name}" for i in pkgutil.iter_modules(methods_pkg.__path__)]
+    return [__name__, "toolret.registry", stage_owner(template.name)]
 
 
 def stage_components(template: StageTemplate, params: Any = None) -> list[str]:
@@ -200,15 +201,16 @@ def stage_components(template: StageTemplate, params: Any = None) -> list[str]:
 
 
 def code_deps(template: StageTemplate, params: Any = None) -> list[str]:
-    """Repository-relative source files the stage's command executes (sorted): the entry function's
-    imports (transitively), what importing the registration modules executes (module level), and the
-    code of the components the stage builds."""
+    """Repository-relative source files the stage's command executes for its result (sorted): the entry
+    function's imports (transitively), what importing the entry module and the stage's registration
+    modules executes (module level), and the code of the components the stage builds (with the method
+    packages that register them)."""
     from toolret.registry import component
 
     packages = {component(c).package for c in stage_components(template, params)}
     entry_module = template.entry.partition(":")[0]
     files = (import_closure(entry_imports(template.entry) | packages)
-             | import_closure([entry_module, *registration_modules()], toplevel_only=True))
+             | import_closure([entry_module, *registration_modules(template)], toplevel_only=True))
     return sorted(p.relative_to(ROOT).as_posix() for p in files if p is not None)
 
 
