@@ -267,6 +267,19 @@ def cmd_serve(args: argparse.Namespace) -> None:
     serve(args.index, host=args.host, port=args.port)
 
 
+def cmd_serve_llm(args: argparse.Namespace) -> None:
+    """Serve a local LLM engine over the OpenAI API (``/v1/chat/completions``, ``/v1/completions``)."""
+    from toolret.llm.engines import build_generator
+    from toolret.llm.server import serve_llm
+
+    if args.engine == "openai":
+        raise CatalogError("serve-llm serves a local engine: --engine transformers or llama.cpp")
+    gen = build_generator(args.engine, args.model, device=args.device, batch_size=args.batch_size,
+                          num_threads=args.threads, progress=False)
+    print(f"serving {gen.model_id} ({args.engine}) at http://{args.host}:{args.port}/v1", flush=True)
+    serve_llm(gen, host=args.host, port=args.port, max_batch=args.batch_size, max_pending=args.max_pending)
+
+
 def cmd_stages(args: argparse.Namespace) -> None:
     """Write ``dvc.yaml`` from the registry's stage templates (``--check``: fail if it is out of date)."""
     from toolret.stages import render_dvc_yaml, write_dvc_yaml
@@ -384,6 +397,17 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8000)
     sv.set_defaults(func=cmd_serve)
+
+    sl = sub.add_parser("serve-llm", help="serve a local LLM engine over the OpenAI API (for llm_engine: openai)")
+    sl.add_argument("--engine", default="transformers", choices=["transformers", "llama.cpp"])
+    sl.add_argument("--model", default="smollm2-135m-instruct")
+    sl.add_argument("--device", default="cpu")
+    sl.add_argument("--batch-size", type=int, default=64, help="most samples decoded together")
+    sl.add_argument("--threads", type=int, default=None, help="CPU threads (default $TOOLRET_LLM_THREADS or all)")
+    sl.add_argument("--max-pending", type=int, default=1024, help="requests in flight beyond this get 503")
+    sl.add_argument("--host", default="127.0.0.1")
+    sl.add_argument("--port", type=int, default=8080)
+    sl.set_defaults(func=cmd_serve_llm)
 
     st = sub.add_parser("stages", help="write dvc.yaml from the registry's stage templates")
     st.add_argument("--out", default="dvc.yaml")

@@ -99,8 +99,12 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class SampleRequest:
+    """One sample to generate. ``seed``: an explicit per-sample seed (a served engine receives the
+    client's ``sample_seed``); ``None`` derives it with :func:`sample_seed` (see :func:`request_seed`)."""
+
     prompt: Prompt
     sample_index: int = 0
+    seed: int | None = None
 
 
 @dataclass
@@ -130,6 +134,11 @@ def sample_seed(seed: int, prompt_hash: str, sample_index: int) -> int:
     """Per-sample 63-bit seed, independent of batch composition and list order."""
     h = hashlib.sha256(f"{int(seed)}|{prompt_hash}|{int(sample_index)}".encode()).digest()
     return int.from_bytes(h[:8], "big") & ((1 << 63) - 1)
+
+
+def request_seed(req: SampleRequest, params: SamplingParams, prompt_hash: str) -> int:
+    """The seed one sample is drawn with: the request's explicit seed, else the derived one."""
+    return int(req.seed) if req.seed is not None else sample_seed(params.seed, prompt_hash, req.sample_index)
 
 
 def group(outputs: Sequence, n: int) -> list[list]:

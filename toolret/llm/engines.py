@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-ENGINES = ("transformers", "llama.cpp")
+ENGINES = ("transformers", "llama.cpp", "openai")
 
 
 def build_generator(engine: str, model: str = "smollm2-135m-instruct", *, device: str = "cpu",
-                    batch_size: int = 64, num_threads: int | None = None, progress: bool = True) -> Any:
-    """A local generator of ``model`` on ``engine`` (llama.cpp: the GGUF; transformers: its fp32 folder)."""
+                    batch_size: int = 64, num_threads: int | None = None, progress: bool = True,
+                    base_url: str | None = None) -> Any:
+    """A generator of ``model`` on ``engine``: local (llama.cpp: the GGUF; transformers: its fp32 folder)
+    or ``openai``: any OpenAI-compatible server at ``base_url`` (``$TOOLRET_LLM_BASE_URL``), ``batch_size``
+    requests in flight."""
+    if engine == "openai":
+        from toolret.llm.openai_backend import OpenAIConfig, OpenAIGenerator
+
+        return OpenAIGenerator(OpenAIConfig(model=model, base_url=base_url, max_concurrency=batch_size,
+                                            progress=progress))
     if engine == "transformers":
         from toolret.llm.transformers_backend import TransformersConfig, TransformersGenerator
 

@@ -195,7 +195,7 @@ class LlamaCppGenerator:
         for pos, req in enumerate(requests):
             text = self.render(req.prompt)
             entry = by_prompt.setdefault(text, {"hash": sha256_text(text), "samples": []})
-            entry["samples"].append((pos, req.sample_index))
+            entry["samples"].append((pos, req.sample_index, req.seed))
         prompts = [(self.tokenize(t), e["hash"], e["samples"]) for t, e in by_prompt.items()]
         prompts.sort(key=lambda p: p[0])  # lexicographic: neighbours share long prefixes
         groups, cur, used = [], [], 0
@@ -279,10 +279,10 @@ class LlamaCppGenerator:
                     L.llama_memory_seq_cp(self._mem, shared_seq, lead, 0, common)
                 self._decode(batch, [(t, common + i, lead, common + i == len(ids) - 1)
                                      for i, t in enumerate(ids[common:])])
-                for k, (pos, j) in enumerate(samples):
+                for k, (pos, j, fixed_seed) in enumerate(samples):
                     if k > 0:
                         L.llama_memory_seq_cp(self._mem, lead, seq, 0, len(ids))
-                    s = sample_seed(params.seed, ph, j)
+                    s = int(fixed_seed) if fixed_seed is not None else sample_seed(params.seed, ph, j)
                     smpl = self._sampler(params, s, ids)
                     samplers.append(smpl)
                     # every sample of the prompt starts from its last logits (output -1), sampled now, before

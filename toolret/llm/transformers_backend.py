@@ -38,7 +38,7 @@ from toolret.llm.base import (
     SamplingParams,
     default_threads,
     generate_via_iter,
-    sample_seed,
+    request_seed,
     sha256_text,
 )
 from toolret.llm.models import DEFAULT_MODEL, KNOWN_MODELS, ensure_local_model, model_revision, set_offline_env
@@ -153,7 +153,7 @@ class TransformersGenerator:
             if text not in enc_cache:
                 enc_cache[text] = (self._encode(text), sha256_text(text))
             ids, ph = enc_cache[text]
-            items.append((pos, ids, ph, req.sample_index, sample_seed(params.seed, ph, req.sample_index)))
+            items.append((pos, ids, ph, req.sample_index, request_seed(req, params, ph)))
         # Longest first (memory problems show up at once), identical prompts adjacent (shared prefill).
         items.sort(key=lambda it: (-len(it[1]), it[2], it[3]))
         batches = self._make_batches(items, params)

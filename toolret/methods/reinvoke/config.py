@@ -41,9 +41,11 @@ class ReInvokeConfig(StrictModel):
         query_max_new_tokens, intent_max_new_tokens, hyde_max_new_tokens: generation budgets.
         max_intents: at most this many intents per query are used.
         llm_model: a ``toolret.llm.models.KNOWN_MODELS`` name or a local HF folder (a ``.gguf`` for llama.cpp).
-        llm_engine: ``transformers`` (default) or ``llama.cpp`` (optional: ``pip install llama-cpp-python``;
-            on the Re-Invoke prompt mix it measured 0.94x the transformers backend on 2 CPU cores,
-            ``benchmarks/llm_engines.py``; on a GPU build set ``llm_device: cuda`` to offload all layers).
+        llm_engine: ``transformers`` (default), ``llama.cpp`` (optional: ``pip install llama-cpp-python``;
+            on the Re-Invoke prompt mix it measured no faster than the transformers backend on 2 CPU cores,
+            ``benchmarks/llm_engines.py``; on a GPU build set ``llm_device: cuda`` to offload all layers) or
+            ``openai``: any OpenAI-compatible server (vLLM, TGI, llama.cpp's server, ``toolret serve-llm``)
+            at ``llm_base_url`` (``null`` = ``$TOOLRET_LLM_BASE_URL``), ``llm_batch_size`` requests in flight.
         llm_batch_size, llm_num_threads, llm_device: backend settings (num_threads None = $TOOLRET_LLM_THREADS
             or all CPUs, fastest on an idle box; 1 is much faster on a shared, loaded 2-core box).
         cache_dir: where the LLM JSONL cache lives (default ``<cache home>/llm``, outside the work tree).
@@ -62,7 +64,8 @@ class ReInvokeConfig(StrictModel):
     hyde_max_new_tokens: int = 80
     max_intents: int = 10
     llm_model: str = "smollm2-135m-instruct"
-    llm_engine: Literal["transformers", "llama.cpp"] = "transformers"  # llama.cpp: optional, measured no faster here
+    llm_engine: Literal["transformers", "llama.cpp", "openai"] = "transformers"  # llama.cpp: optional, no faster here
+    llm_base_url: str | None = None  # llm_engine openai: e.g. http://127.0.0.1:8080/v1
     llm_batch_size: int = 64
     llm_num_threads: int | None = None
     llm_device: str = "cpu"

@@ -57,7 +57,8 @@ class LazyLLM:
                 from toolret.llm.engines import build_generator
 
                 inner = build_generator(self.cfg.llm_engine, self.cfg.llm_model, device=self.cfg.llm_device,
-                                        batch_size=self.cfg.llm_batch_size, num_threads=self.cfg.llm_num_threads)
+                                        batch_size=self.cfg.llm_batch_size, num_threads=self.cfg.llm_num_threads,
+                                        base_url=self.cfg.llm_base_url)
             self._cached = inner if isinstance(inner, CachedGenerator) else CachedGenerator(inner, self.cache_path)
         return self._cached
 
