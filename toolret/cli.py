@@ -28,13 +28,38 @@ def _load_named(name_or_path: str, params):
                         project_dir=project_dir())
 
 
-def _catalog(args: argparse.Namespace, params):
-    """``--catalog DIR`` (a curated catalog) or ``--dataset NAME|BEIR_DIR`` (loaded from the sources)."""
+def _catalog(args: argparse.Namespace, params, components: list[str] | tuple[str, ...] = ()):
+    """``--catalog DIR`` (a curated catalog) or ``--dataset NAME|BEIR_DIR`` (loaded from the sources),
+    folded for ``components`` (see :func:`_folded`)."""
     if getattr(args, "catalog", None):
         from toolret.catalog.io import load_catalog
 
-        return load_catalog(args.catalog)
-    return _load_named(args.dataset, params)
+        return _folded(load_catalog(args.catalog), params, components)
+    return _folded(_load_named(args.dataset, params), params, components)
+
+
+def _folded(catalog, params, components: list[str] | tuple[str, ...] = ()):
+    """The catalogue a command works on: fold ``catalog.fold`` of ``catalog.folds`` when ``folds`` is set;
+    else, for components that learn (``Component.trains``) on a dataset without a train split, fold
+    ``catalog.fold`` of ``catalog.auto_folds`` (never test on what was trained on); else ``catalog``."""
+    cfg = params.catalog
+    folds = cfg.folds
+    if not folds and cfg.auto_folds and components and not catalog.split("train"):
+        from toolret.registry import component
+
+        if any(component(c).trains for c in components):
+            folds = cfg.auto_folds
+    if not folds:
+        return catalog
+    from toolret.catalog.folds import kfold_split
+
+    return kfold_split(catalog, folds, cfg.fold, cfg.seed)
+
+
+def _spec_components(method: str) -> list[str]:
+    from toolret.registry import parse_spec
+
+    return parse_spec(method).components
 
 
 def cmd_catalog_build(args: argparse.Namespace) -> None:
@@ -75,7 +100,7 @@ def cmd_fit(args: argparse.Namespace) -> None:
     from toolret.registry import BuildContext, build_component
 
     params = _params(args)
-    catalog = _catalog(args, params)
+    catalog = _catalog(args, params, [args.method])
     comp = build_component(args.method, BuildContext(catalog, params, model=args.out))
     comp.fit(catalog)
     print(json.dumps({"dataset": catalog.name, "component": args.method, "out": args.out}))
@@ -88,7 +113,7 @@ def cmd_rewrite(args: argparse.Namespace) -> None:
     params = _params(args)
     if component(args.method).role != "rewriter":
         raise CatalogError(f"{args.method!r} is a {component(args.method).role}, not a rewriter")
-    catalog = _catalog(args, params)
+    catalog = _catalog(args, params, [args.method])
     rewriter = build_component(args.method, BuildContext(catalog, params))
     meta = rewriter.write_artifact(catalog, args.split, args.out)
     print(json.dumps({"dataset": catalog.name, "component": args.method, "counts": meta.get("counts")}))
@@ -114,7 +139,7 @@ def cmd_index(args: argparse.Namespace) -> None:
     from toolret.roles import Corpus
 
     params = _params(args)
-    catalog = load_catalog(args.catalog)
+    catalog = _folded(load_catalog(args.catalog), params, _spec_components(args.method))
     with atomic_directory(args.out) as tmp:
         for docs in tqdm(_doc_variants(catalog, args.docs), desc=f"index {catalog.name}/{args.method}"):
             pipeline = build_pipeline(args.method, catalog, params, args.model)
@@ -156,11 +181,12 @@ def cmd_evaluate_index(args: argparse.Namespace) -> None:
     from toolret.tracking.provenance import sha256_tree
 
     params = _params(args)
-    catalog = load_catalog(args.catalog)
+    base = load_catalog(args.catalog)
     out = Path(args.out)
     with atomic_directory(out) as tmp:
         for variant_dir in sorted(p for p in Path(args.index).iterdir() if p.is_dir()):
             pipeline = Pipeline.load(variant_dir)
+            catalog = _folded(base, params, [c.name for c in pipeline.components])
             result, rows = _evaluate(pipeline, catalog, params, method=pipeline.name, docs=variant_dir.name,
                                      artifacts={"catalog": sha256_tree(args.catalog), "index": sha256_tree(variant_dir)})
             name = f"{variant_dir.name}.json"
@@ -177,7 +203,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
     params = _params(args)
     ks = [int(k) for k in args.k.split(",")] if args.k else None
-    catalog = _load_named(args.dataset, params)
+    catalog = _folded(_load_named(args.dataset, params), params, _spec_components(args.method))
     if args.docs == "cleaned":
         from toolret.catalog.cleanup import clean_catalog
 
@@ -210,13 +236,15 @@ def cmd_evaluate_grid(args: argparse.Namespace) -> None:
         grid = getattr(grid, part, None)
         if grid is None:
             raise CatalogError(f"--grid {args.grid!r}: no such params key")
-    catalog = load_catalog(args.catalog)
+    catalog = _folded(load_catalog(args.catalog), params,
+                      [c for variant in grid.values() for c in _spec_components(variant.method)])
     out = Path(args.out)
     results: dict[str, tuple[dict, list]] = {}
     with atomic_directory(out) as tmp:
         for name, variant in grid.items():
             p = apply_overrides(params, variant.set) if variant.set else params
             pipeline = build_pipeline(variant.method, catalog, p)
+            pipeline.fit(catalog)  # learns what is absent (as `index` and `evaluate` do); no-op where stored
             pipeline.index(Corpus.from_catalog(catalog, args.docs))
             result, rows = _evaluate(pipeline, catalog, p, method=f"{variant.method}[{name}]", docs=args.docs,
                                      spec=variant.method)

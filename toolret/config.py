@@ -50,6 +50,12 @@ class SourceConfig(StrictModel):
 class CatalogConfig(StrictModel):
     dev_fraction: float = Field(0.05, ge=0, lt=1)  # dev split carved from train (never from test)
     seed: int = 13
+    # k-fold over the test queries (toolret.catalog.folds): fold `fold` of `folds` becomes the train split
+    # of a catalogue named <dataset>-fold<fold>of<folds>. 0 = the dataset's own splits, except for a
+    # pipeline that learns on a dataset without a train split, which gets `auto_folds` folds.
+    folds: int = Field(0, ge=0)
+    fold: int = Field(0, ge=0)
+    auto_folds: int = Field(9, ge=0)  # MTRB: 9 folds of 10 training / 80 test queries (QTA's protocol)
 
 
 class CleanupConfig(StrictModel):

@@ -3,7 +3,9 @@ as one thing.
 
 Search: the rewriter turns every query into one or more search queries; the retriever searches them
 all; when a query has several rewrites the rewriter's ``fuse`` merges their rankings (Re-Invoke: multi-
-view ranking); each reranker then reorders (and may extend) the list.
+view ranking); each reranker then reorders (and may extend) the list. The first stage searches at least
+as deep as the deepest ``candidate_depth`` a reranker declares (ToolRerank reranks the top 50 even
+when 5 results are asked for).
 
 Example:
     >>> from toolret.pipeline import Pipeline
@@ -71,7 +73,9 @@ class Pipeline:
     # ---------------------------------------------------------------- search
     def search(self, queries: Sequence[str], k: int, query_ids: Sequence[str] | None = None) -> Ranking:
         qids = default_query_ids(len(queries), query_ids)
-        ranking = self._first_stage(list(queries), k, qids)
+        # a reranker may ask for more first-stage candidates than it returns (``candidate_depth``)
+        depth = max([k, *(getattr(r, "candidate_depth", 0) for r in self.rerankers)])
+        ranking = self._first_stage(list(queries), depth, qids)
         for r in self.rerankers:
             ranking = r.rerank(queries, ranking, k)
         return ranking

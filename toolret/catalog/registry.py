@@ -9,12 +9,13 @@ from pathlib import Path
 from toolret.catalog.loaders.beir import load_beir
 from toolret.catalog.loaders.mtrb import load_metatool, load_mtrb_toolbench, load_restbench
 from toolret.catalog.loaders.toolbench import load_toolbench_group
-from toolret.catalog.loaders.toollens import load_toollens
+from toolret.catalog.loaders.toollens import load_toollens, load_toollens_scene_disjoint
 from toolret.catalog.model import Catalog, CatalogError
 from toolret.catalog.source import source_root
 
 _LOADERS: dict[str, tuple[str, Callable[[Path], Catalog]]] = {
     "toollens": ("toollens", load_toollens),
+    "toollens-scene-disjoint": ("toollens", load_toollens_scene_disjoint),
     "mtrb-restbench": ("mtrb", load_restbench),
     "mtrb-metatool": ("mtrb", load_metatool),
     "mtrb-toolbench": ("mtrb", load_mtrb_toolbench),
@@ -34,9 +35,19 @@ def source_folder(name: str, root: str | Path | None = None, project_dir: str | 
 
 
 def carve_dev_split(catalog: Catalog, fraction: float, seed: int) -> Catalog:
-    """Move a seeded random ``fraction`` of the train queries into a ``dev`` split (test untouched)."""
+    """Move a seeded random ``fraction`` of the train queries into a ``dev`` split (test untouched).
+
+    A catalogue whose provenance says ``dev_split_by: gold_set`` (a scene-disjoint variant) gets a dev split
+    of whole gold sets instead (:func:`toolret.catalog.splits.gold_set_split`): dev mirrors its test split.
+    """
     train = sorted(q.id for q in catalog.queries if q.split == "train")
     if not train or fraction <= 0 or any(q.split == "dev" for q in catalog.queries):
+        return catalog
+    if catalog.provenance.get("dev_split_by") == "gold_set":
+        from toolret.catalog.splits import gold_set_split
+
+        stats = gold_set_split(catalog, "train", "dev", fraction, seed)
+        catalog.provenance = {**catalog.provenance, "dev_split": {**stats, "n_dev": stats["n_queries_moved"]}}
         return catalog
     n_dev = max(1, round(len(train) * fraction))
     dev = set(random.Random(seed).sample(train, n_dev))

@@ -1,4 +1,12 @@
-"""ToolLens (COLT, CIKM'24): BEIR layout, 464 APIs, train/test qrels, scenes (gold tool bundles)."""
+"""ToolLens (COLT, CIKM'24): BEIR layout, 464 APIs, train/test qrels, scenes (gold tool bundles).
+
+``toollens-scene-disjoint`` is a variant of the same files: ToolLens is transductive (every test scene, i.e.
+gold tool set, also occurs in train), so this variant pools train and test and moves whole scenes to test
+(:func:`toolret.catalog.splits.gold_set_split`, seed :data:`SCENE_DISJOINT_SEED`, 10% of the queries as in
+the original split, every test tool still seen in train): no test query's gold set occurs in train. Its dev
+split is carved from its train the same way (scene-disjoint from the rest of train), with the project's
+``catalog.dev_fraction`` / ``catalog.seed``.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,7 @@ from pathlib import Path
 from toolret.catalog.loaders.beir import load_beir
 from toolret.catalog.model import Catalog
 from toolret.catalog.source import verify_files
+from toolret.catalog.splits import gold_set_split
 
 FILES = ["corpus.jsonl", "queries.jsonl", "qrels/train.tsv", "qrels/test.tsv"]
 _FIELD = re.compile(r"^category_name:(?P<category>.*?), tool_name:(?P<tool>.*?), api_name:(?P<api>.*?), api_description:")
@@ -29,4 +38,20 @@ def load_toollens(folder: Path) -> Catalog:
         tool.category, tool.tool = category, parent
         tool.name = api or tool.name
     catalog.provenance = {"source": str(folder), "checksums": checksums, "loader": "toollens"}
+    return catalog
+
+
+SCENE_DISJOINT_SEED = 13  # the variant's definition: changing it makes another dataset
+SCENE_DISJOINT_TEST_FRACTION = 0.1  # = ToolLens' own test share (1,877 of 18,770 queries)
+
+
+def load_toollens_scene_disjoint(folder: Path) -> Catalog:
+    """ToolLens with a scene-disjoint test split (see the module docstring)."""
+    catalog = load_toollens(folder)
+    catalog.name = "toollens-scene-disjoint"
+    for q in catalog.queries:
+        q.split = "train"
+    stats = gold_set_split(catalog, "train", "test", SCENE_DISJOINT_TEST_FRACTION, SCENE_DISJOINT_SEED)
+    catalog.provenance = {**catalog.provenance, "loader": "toollens-scene-disjoint", "test_split": stats,
+                          "dev_split_by": "gold_set"}
     return catalog

@@ -1,0 +1,122 @@
+"""``toolret evaluate --method toolrerank`` from nothing on the fixture catalogue: the artifact is trained
+(cross-encoder, classifier, seen APIs, dev-selected setting), the pipeline ranks, saves and loads."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from toolret.cli import main
+
+SMALL = {
+    "catalog": {"dev_fraction": 0.25, "seed": 13},
+    "dense": {"embedding_cache": "off"},
+    "toolrerank": {"max_length": 32, "train_queries": 12, "hard_negatives": 2, "hard_negative_depth": 5,
+                   "random_negatives": 1, "batch_size": 16, "lr": 1e-4, "candidates": 6,
+                   "grid": {"m_s": [3, 6], "m_u": [3, 6], "tau_s": [0.6, 0.9], "tau_m": [0.7], "n": [2, 3]}},
+}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One training run shared by the tests of this module (the expensive part)."""
+    from make_fixture import write_fixture_catalog
+
+    root = tmp_path_factory.mktemp("toolrerank")
+    catalog_dir = write_fixture_catalog(root / "fixture_catalog", n_test=10)
+    params = root / "params.yaml"
+    small = {**SMALL, "toolrerank": {**SMALL["toolrerank"], "score_cache": str(root / "ce_scores")}}
+    params.write_text(yaml.safe_dump(small), encoding="utf-8")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TOOLRET_PROJECT_DIR", str(root))
+    out = root / "r.json"
+    assert main(["--params", str(params), "evaluate", "--dataset", str(catalog_dir), "--method", "toolrerank",
+                 "--output", str(out)]) == 0
+    yield {"root": root, "catalog": catalog_dir, "params": params, "result": json.loads(out.read_text()),
+           "artifact": root / "data" / "models" / "fixture_catalog" / "toolrerank", "mp": mp}
+    mp.undo()
+
+
+def _train_gold_apis(catalog_dir: Path, train: set[str]) -> set[tuple[str, str]]:
+    """(tool, API) of every gold API of the ``train`` query ids, from the raw files."""
+    meta = {}
+    for line in (catalog_dir / "corpus.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        # the BEIR loader names an API by its title, else its id (the fixture's titles are empty)
+        meta[row["_id"]] = (row["metadata"]["tool_name"].casefold(), (row["title"] or row["_id"]).casefold())
+    with open(catalog_dir / "qrels" / "train.tsv") as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t"))
+    return {meta[r["corpus-id"]] for r in rows if r["query-id"] in train}
+
+
+def test_artifact_is_trained_with_its_selection_recorded(trained):
+    art = trained["artifact"]
+    assert (art / "model" / "config.json").is_file() and (art / "classifier.json").is_file()
+    report = json.loads((art / "toolrerank.json").read_text())
+    sel = report["selected"]
+    assert sel["m_s"] in (3, 6) and sel["m_u"] in (3, 6) and sel["tau_s"] in (0.6, 0.9) and sel["n"] in (2, 3)
+    assert report["n_dev_queries"] == 10 and report["n_train_split"] == 30  # 40 train -> 30 + 10 dev
+    assert report["n_train_queries"] == 12
+    assert report["cross_encoder"]["n_positive"] > 0
+    # seen = the gold APIs of the training queries (dev queries excluded), identified by (tool, API) names
+    from toolret.catalog.registry import load_dataset
+
+    cat = load_dataset(str(trained["catalog"]), dev_fraction=0.25, seed=13)
+    from toolret.methods.toolrerank.training import _sample
+
+    train = {q.id for q in _sample(cat.split("train"), 12, 13)}  # the 12 sampled training queries
+    seen = {tuple(a) for a in json.loads((art / "seen.json").read_text())["apis"]}
+    assert seen == _train_gold_apis(trained["catalog"], train)
+    assert len(seen) < 30  # 12 queries do not cover the 30 APIs: some are unseen
+
+
+def test_evaluation_result(trained):
+    r = trained["result"]
+    assert r["n_queries"] == 10 and r["method"] == "toolrerank"
+    assert 0.0 <= r["metrics"]["recall@5"] <= 1.0
+    stats = r["components"]["toolrerank-ce"]
+    assert stats["queries"] >= 10 and stats["cross_encoder"]["pairs_scored"] > 0
+    assert stats["setting"]["m_s"] in (3, 6)
+
+
+def test_saved_pipeline_ranks_like_the_built_one_and_rerank_m_reorders_only_the_top_m(trained):
+    from toolret.catalog.registry import load_dataset
+    from toolret.config import load_params
+    from toolret.pipeline import Pipeline, build_pipeline
+    from toolret.roles import Corpus
+
+    params = load_params(trained["params"])
+    cat = load_dataset(str(trained["catalog"]), dev_fraction=0.25, seed=13)
+    texts = [q.text for q in cat.split("test")][:6]  # scores of these pairs are in the score cache already
+    built = build_pipeline("toolrerank", cat, params)
+    built.index(Corpus.from_catalog(cat))
+    a = built.search(texts, k=5)
+    assert a.indices.shape == (6, 5)
+    assert built.rerankers[0].stats["cross_encoder"]["pairs_scored"] == 0  # all from the persistent cache
+    built.save(trained["root"] / "saved")
+    b = Pipeline.load(trained["root"] / "saved").search(texts, k=5)
+    assert np.array_equal(a.indices, b.indices)
+
+    r10 = build_pipeline("rerank-10", cat, params)
+    r10.index(Corpus.from_catalog(cat))
+    base = r10.retriever.search(texts, k=12)  # its first stage alone
+    out = r10.search(texts, k=12)
+    for row in range(6):  # the top 10 are the first stage's top 10 in another order; 11 and 12 stay put
+        assert sorted(out.indices[row, :10].tolist()) == sorted(base.indices[row, :10].tolist())
+        assert out.indices[row, 10:].tolist() == base.indices[row, 10:].tolist()
+
+
+def test_a_missing_artifact_without_trainer_is_a_clear_error(trained, tmp_path):
+    from toolret.catalog.model import CatalogError
+    from toolret.config import load_params
+    from toolret.methods.toolrerank.components import ToolRerankReranker
+
+    cfg = load_params(trained["params"]).toolrerank.component_config()
+    r = ToolRerankReranker(cfg, tmp_path / "nothing")
+    with pytest.raises(CatalogError, match="not a trained ToolRerank artifact"):
+        r.fit(None)

@@ -1,0 +1,112 @@
+"""COLT (Qu et al., CIKM 2024): completeness-oriented tool retrieval -- a semantic stage (the project's
+``dense-ft``) followed by dual-view LightGCN collaborative learning over query-tool, query-scene and
+scene-tool graphs built from the train split.
+
+Registers (see :mod:`toolret.registry`):
+
+- the retriever component ``colt`` (also the pipeline name): :class:`components.ColtRetriever`;
+- the ``colt:`` params section (:class:`config.ColtSection`: the authors' ToolLens defaults, the semantic
+  encoder, the ablation grid) and ``colt_datasets``;
+- its stages: ``colt`` (training, costly: it needs dense-ft), ``index_colt`` / ``evaluate_colt``, and
+  ``colt_ablations`` (``toolret evaluate-grid --grid colt.ablations``, costly: one model per row).
+
+Importing this package is cheap (no torch): the model loads on use.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from toolret.methods.colt.config import ColtSection
+from toolret.registry import (
+    BuildContext,
+    Component,
+    StageTemplate,
+    register_component,
+    register_pipeline,
+    register_section,
+    register_stage,
+)
+
+register_section("colt", ColtSection, staged=True)
+
+
+def semantic_encoder(ctx: BuildContext, spec: str):
+    """The semantic stage named by ``colt.encoder``: ``dense-ft`` (this catalogue's fine-tune artifact,
+    trained by its ``fit`` when absent), ``dense`` (the frozen ``params.dense`` encoder), or a folder (a
+    dense-ft artifact, i.e. one with ``model/`` inside, or a sentence-transformers encoder)."""
+    from toolret.retrieval.dense import DenseRetriever
+    from toolret.retrieval.finetuned import FinetunedDenseRetriever
+
+    finetune = ctx.params.finetune.resolved(ctx.params.dense)
+    if spec == "dense-ft":
+        return FinetunedDenseRetriever(ctx.artifact_dir("models") / "dense-ft", finetune, ctx.params.dense)
+    if spec == "dense":
+        return DenseRetriever(ctx.params.dense)
+    folder = Path(spec)
+    if (folder / "model").is_dir():
+        return FinetunedDenseRetriever(folder, finetune, ctx.params.dense)
+    return DenseRetriever(ctx.params.dense.replace(model=spec))
+
+
+def _colt(ctx: BuildContext):
+    """``ctx.model`` (default ``data/models/<dataset>/<colt.model_name>``) is the COLT artifact folder."""
+    from toolret.methods.colt.components import ColtRetriever
+
+    cfg = ctx.params.colt.component_config()
+    artifact = Path(ctx.model) if ctx.model else ctx.artifact_dir("models") / cfg.model_name
+    return ColtRetriever(cfg, semantic_encoder(ctx, cfg.encoder), artifact)
+
+
+def _load_colt(path: Path):
+    from toolret.methods.colt.components import ColtRetriever
+
+    return ColtRetriever.load(path)
+
+
+register_component(Component("colt", "retriever", _colt, _load_colt, ("colt", "dense", "finetune"),
+                             "COLT: dense-ft + dual-view LightGCN collaborative learning (query-tool, query-scene, "
+                             "scene-tool graphs from the train split), dev-selected",
+                             trains=True))
+
+register_pipeline("colt", "colt", "COLT (semantic stage colt.encoder, default dense-ft, + collaborative learning)")
+
+_MODEL = "data/models/${item}/colt"
+register_stage(StageTemplate(
+    name="colt", order=35, costly=True, foreach="${colt_datasets}",
+    desc="COLT collaborative stage trained on the train split over the dense-ft encoder, dev-selected "
+         "(tool representations + report)",
+    cmd="toolret fit --method colt --catalog data/curated/${item} --out " + _MODEL,
+    entry="toolret.cli:cmd_fit", components=("colt",),
+    deps=("data/curated/${item}", "data/models/${item}/dense-ft"), params=("colt", "dense", "finetune"),
+    outs=(_MODEL,),
+))
+register_stage(StageTemplate(
+    name="index_colt", order=52, foreach="${colt_datasets}",
+    desc="COLT index: the learned tool representations with the semantic encoder (colt.docs documents)",
+    cmd="toolret index --catalog data/curated/${item} --method colt --model " + _MODEL + " --docs original "
+        "--out data/indexes/${item}/colt",
+    entry="toolret.cli:cmd_index", components=("colt",),
+    deps=("data/curated/${item}", _MODEL, "data/models/${item}/dense-ft"), params=("colt", "dense", "finetune"),
+    outs=("data/indexes/${item}/colt",),
+))
+register_stage(StageTemplate(
+    name="evaluate_colt", order=62, foreach="${colt_datasets}",
+    desc="COLT evaluated on the test split (metrics, bootstrap CIs, per-query table)",
+    cmd="toolret evaluate-index --catalog data/curated/${item} --index data/indexes/${item}/colt "
+        "--out data/runs/${item}/colt",
+    entry="toolret.cli:cmd_evaluate_index", components=("colt",),
+    deps=("data/curated/${item}", "data/indexes/${item}/colt"), params=("evaluation",),
+    outs=("data/runs/${item}/colt",),
+))
+register_stage(StageTemplate(
+    name="colt_ablations", order=63, costly=True, foreach="${colt_datasets}",
+    desc="COLT ablations (no collaborative stage, one view, no contrastive term, 0/1/2 layers, frozen "
+         "encoder) as grid rows, each paired-tested against its baseline row",
+    cmd="toolret evaluate-grid --catalog data/curated/${item} --grid colt.ablations "
+        "--out data/runs/${item}/colt-ablations",
+    entry="toolret.cli:cmd_evaluate_grid", components=("colt", "dense-ft", "dense"),
+    deps=("data/curated/${item}", _MODEL, "data/models/${item}/dense-ft"),
+    params=("colt", "dense", "finetune", "evaluation"),
+    outs=("data/runs/${item}/colt-ablations", "data/models/${item}/colt-ablations"),
+))

@@ -1,0 +1,104 @@
+"""QTA (Zhang et al., SIGIR-AP'24): query-tool alignment -- an LLM query rewriter trained by DPO (LoRA) from
+the ranks a frozen retriever gives the gold tools (eq. 4), for low-resource tool retrieval.
+
+Registers (see :mod:`toolret.registry`):
+
+- components ``qta-rewriter`` (the trained rewriter: preference data + one LoRA adapter per m, trained
+  when absent) and ``qta-base`` (the same prompt on the untrained LLM; its ``fit`` writes the preference
+  data), both ``trains=True``: on a dataset without a train split they run on a k-fold of its test
+  queries (``catalog.folds`` / ``catalog.fold``, default ``catalog.auto_folds`` = 9: 10 train / 80 test);
+- pipelines ``qta`` = ``qta-rewriter+dense`` and ``qta-zs`` = ``qta-base+dense`` (frozen all-MiniLM-L6-v2);
+- the ``qta:`` params section (:class:`config.QTASection`) and three stages per ``qta.runs`` entry:
+  preference data, adapter (both costly), and the evaluation grid ``qta.grid`` (paired tests vs dense);
+- the report ``toolret report-ablations --method qta`` (per-fold table, mean over folds, paper numbers).
+
+Importing this package is cheap (no torch / transformers / trl): the heavy parts load on use.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from toolret.methods.qta.config import QTASection
+from toolret.registry import (
+    BuildContext,
+    Component,
+    StageTemplate,
+    register_component,
+    register_pipeline,
+    register_report,
+    register_section,
+    register_stage,
+)
+
+ARTIFACTS = "qta"  # data/qta/<catalogue>/preferences.jsonl; adapters in data/models/<catalogue>/qta/m<m>
+
+register_section("qta", QTASection)
+
+
+def _build(trained: bool):
+    def build(ctx: BuildContext):
+        from toolret.catalog.folds import base_dataset
+        from toolret.methods.qta.components import QTARewriter
+
+        cfg = ctx.params.qta.component_config()
+        docs = cfg.docs_for(base_dataset(ctx.catalog))
+        preferences = ctx.artifact_dir(ARTIFACTS) / "preferences.jsonl"
+        adapter_root = None
+        if trained:
+            adapter_root = Path(cfg.adapter_from) if cfg.adapter_from else (
+                Path(ctx.model) if ctx.model else ctx.artifact_dir("models") / "qta")
+        elif ctx.model:
+            preferences = Path(ctx.model)
+        return QTARewriter(cfg, documents=ctx.catalog.docs(docs), tool_ids=ctx.catalog.tool_ids,
+                           adapter_root=adapter_root, preferences=preferences,
+                           write_preferences=not trained and ctx.model is not None, docs=docs,
+                           dense_config=ctx.params.dense, frozen=bool(cfg.adapter_from))
+
+    return build
+
+
+def _load(path: Path):
+    from toolret.methods.qta.components import QTARewriter
+
+    return QTARewriter.load(path)
+
+
+register_component(Component("qta-rewriter", "rewriter", _build(True), _load, ("qta", "dense"),
+                             "QTA: LLM query rewriter trained by DPO + LoRA from the frozen retriever's gold ranks",
+                             trains=True))
+register_component(Component("qta-base", "rewriter", _build(False), _load, ("qta", "dense"),
+                             "QTA's prompt on the untrained LLM (zero-shot); its fit samples the DPO preference data",
+                             trains=True))
+register_pipeline("qta", "qta-rewriter+dense", "QTA (trained rewriter over frozen dense)")
+register_pipeline("qta-zs", "qta-base+dense", "QTA prompt, untrained LLM, over frozen dense")
+register_report("qta", "toolret.methods.qta.report:write_report")
+
+_RUN = "--catalog data/curated/${item.dataset} --set catalog.folds=${item.folds} --set catalog.fold=${item.fold}"
+_SMALL = {"cache": False}  # a few hundred KB of generated text: kept in git
+
+register_stage(StageTemplate(
+    name="qta_preferences", order=42, costly=True, foreach="${qta.runs}",
+    desc="QTA DPO preference data: m rounds x 2 LLM rewrites per training query, scored by eq. 4 under frozen dense",
+    cmd=f"toolret fit --method qta-base {_RUN} --out data/qta/${{key}}/preferences.jsonl",
+    entry="toolret.cli:cmd_fit", components=("qta-base+dense",), deps=("data/curated/${item.dataset}",),
+    params=("qta", "dense", "catalog"),
+    outs=({"data/qta/${key}/preferences.jsonl": _SMALL}, {"data/qta/${key}/preferences.meta.json": _SMALL}),
+))
+register_stage(StageTemplate(
+    name="qta_adapter", order=43, costly=True, foreach="${qta.runs}",
+    desc="QTA LoRA adapters (one per qta.train_m) trained by DPO on the preference data",
+    cmd=f"toolret fit --method qta-rewriter {_RUN} --out data/models/${{key}}/qta",
+    entry="toolret.cli:cmd_fit", components=("qta-rewriter+dense",),
+    deps=("data/curated/${item.dataset}", "data/qta/${key}/preferences.jsonl"), params=("qta", "dense", "catalog"),
+    outs=("data/models/${key}/qta",),
+))
+register_stage(StageTemplate(
+    name="qta_evaluate", order=62, costly=True, foreach="${qta.runs}",
+    desc="QTA evaluation grid (qta.grid: dense, QTA, zero-shot QTA ...) on the run's test queries, "
+         "paired tests vs dense",
+    cmd=f"toolret evaluate-grid {_RUN} --grid qta.grid --docs ${{item.docs}} --out data/runs/${{key}}/qta",
+    entry="toolret.cli:cmd_evaluate_grid", components=("qta", "qta-zs"),
+    deps=("data/curated/${item.dataset}", "data/models/${key}/qta"), params=("qta", "dense", "catalog", "evaluation"),
+    outs=("data/runs/${key}/qta",),
+))

@@ -1,0 +1,223 @@
+"""QTA's query rewriter on the common method shape (``QueryRewriter``: fit / rewrite / save / load).
+
+- ``qta-rewriter`` (trained): ``fit`` samples and scores the preference data of the catalogue's train
+  split (an artifact; reused when it matches) and trains one LoRA adapter per ``train_m`` by DPO (an
+  artifact: ``<models>/<dataset>/qta/m<m>``; never retrained when present); ``rewrite`` writes one
+  greedy rewrite per query with the adapter merged into the local LLM (cached like every LLM output).
+- ``qta-base`` (zero-shot, the untrained reference policy, the paper's "fixed LLM"): the same prompt on
+  the base LLM; its ``fit`` writes the preference data (the sampling half of training) when it was
+  built with an output path (``toolret fit --method qta-base --out .../preferences.jsonl``).
+
+Both return exactly one search query per user query (no fusion); an output that does not parse falls
+back to the user query (``stats["fallback_reasons"]`` counts why).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from toolret.atomic import atomic_directory
+from toolret.catalog.model import Catalog, CatalogError
+from toolret.methods.qta.config import QTAConfig
+from toolret.methods.qta.generation import QTALLM, adapter_sha, rewrite_queries
+
+
+class QTARewriter:
+    """The QTA rewriter. ``adapter_root``: the adapter artifact folder (``None``: the zero-shot base LLM).
+
+    Args:
+        config: QTA settings (``params.qta``).
+        documents: the tool documents T_sub is sampled from (the ``qta.docs`` variant of the catalogue).
+        tool_ids: their tool ids.
+        adapter_root: folder holding one adapter per m (``m10/`` ...); ``None`` = zero-shot.
+        preferences: the preference-data JSONL (read, or written by ``fit`` when absent / stale).
+        write_preferences: ``fit`` only writes the preference data (``qta-base`` with an output path).
+        retriever: the frozen retriever the reward ranks with (built from ``dense_config`` when ``None``).
+        llm: a :class:`QTALLM` factory ``adapter -> QTALLM`` (tests inject tiny models).
+        outputs: rewrite records already known (``text -> record``).
+        frozen: the adapters were trained elsewhere (``qta.adapter_from``): ``fit`` trains nothing.
+    """
+
+    name = "qta-rewriter"
+
+    def __init__(self, config: QTAConfig | None = None, *, documents: Sequence[str] = (), tool_ids: Sequence[str] = (),
+                 adapter_root: str | Path | None = None, preferences: str | Path | None = None,
+                 write_preferences: bool = False, docs: str = "original", dense_config=None, retriever=None,
+                 llm=None, outputs: Mapping[str, dict] | None = None, model_folder: str | Path | None = None,
+                 frozen: bool = False) -> None:
+        self.config = config or QTAConfig()
+        self.documents, self.tool_ids = list(documents), list(tool_ids)
+        self.adapter_root = Path(adapter_root) if adapter_root else None
+        self.preferences = Path(preferences) if preferences else None
+        self.write_preferences = write_preferences
+        self.docs = docs
+        self.dense_config = dense_config
+        self._retriever = retriever
+        self._llm_factory = llm or (lambda adapter: QTALLM(self.config, adapter))
+        self._llm: QTALLM | None = None
+        self._outputs: dict[str, dict] = dict(outputs or {})
+        self.model_folder = model_folder
+        self.frozen = frozen  # adapters come from elsewhere (cross-dataset): fit never trains
+        self.stats: dict[str, Any] = {"llm_outputs": 0, "fallback": 0, "fallback_reasons": {}}
+
+    # ------------------------------------------------------------------ artifacts
+    @property
+    def trained(self) -> bool:
+        return self.adapter_root is not None
+
+    def adapter_dir(self, m: int | None = None) -> Path:
+        if self.adapter_root is None:
+            raise CatalogError("qta-base has no adapter")
+        return self.adapter_root / self.config.adapter_name(m)
+
+    def _retriever_model(self) -> str:
+        return getattr(getattr(self.retriever, "config", None), "model", "") or type(self.retriever).__name__
+
+    @property
+    def retriever(self):
+        if self._retriever is None:
+            from toolret.retrieval.dense import DenseRetriever
+
+            self._retriever = DenseRetriever(self.dense_config)
+        return self._retriever
+
+    def preference_records(self, catalog: Catalog) -> list[dict]:
+        """The preference data of ``catalog``'s train split: the stored artifact when it matches, else sampled
+        (and written to the artifact path)."""
+        from toolret.methods.qta.preferences import build_preferences, load_preferences, preference_key
+
+        key = preference_key(catalog, self.config, self._retriever_model(), self.docs)
+        if self.preferences is not None:
+            stored = load_preferences(self.preferences, key, self.config.rounds)
+            if stored is not None:
+                return stored
+        self.retriever.index(catalog.tool_ids, catalog.docs(self.docs))
+        records, _ = build_preferences(catalog, self.config, self._llm_factory(None), self.retriever, self.preferences,
+                                       docs=self.docs, retriever_model=self._retriever_model())
+        return records
+
+    def fit(self, catalog: Catalog) -> None:
+        """``qta-base`` built with an output path: write the preference data. ``qta-rewriter``: train every
+        adapter of ``train_m`` that is absent (preference data sampled first when needed)."""
+        if self.write_preferences:
+            self.preference_records(catalog)
+            return
+        if not self.trained or self.frozen:
+            return  # zero-shot, or adapters trained on another catalogue: nothing to learn here
+        missing = [m for m in self.config.train_m if not self._adapter_ready(m)]
+        if not missing:
+            return
+        from toolret.llm.models import ensure_local_model
+        from toolret.methods.qta.preferences import dpo_pairs
+        from toolret.methods.qta.training import train_adapter
+
+        records = self.preference_records(catalog)
+        folder = self.model_folder or ensure_local_model(self.config.llm_model)
+        for m in missing:
+            pairs = dpo_pairs(records, m)
+            if not pairs:
+                raise CatalogError(f"qta: no preference pairs in the first {m} rounds of {catalog.name!r} "
+                                   "(every round tied): nothing to train on")
+            train_adapter(pairs, self.config, m, self.adapter_dir(m), model_folder=folder,
+                          run_name=f"{catalog.name}/{self.config.adapter_name(m)}",
+                          extra={"dataset": catalog.name, "train_queries": len(catalog.split("train"))})
+
+    def _adapter_ready(self, m: int) -> bool:
+        """An adapter for ``m`` exists; one trained with other settings is an error (never silently reused)."""
+        folder = self.adapter_dir(m)
+        report = folder / "qta.json"
+        if not report.is_file():
+            return False
+        made = json.loads(report.read_text(encoding="utf-8")).get("training")
+        wanted = json.loads(json.dumps(self.config.training_key(m)))
+        if made != wanted:
+            diff = sorted(k for k in set(made or {}) | set(wanted) if (made or {}).get(k) != wanted.get(k))
+            raise CatalogError(f"{folder}: adapter trained with other settings ({diff}); delete it to retrain, "
+                               "or point --model at another adapter folder")
+        return True
+
+    # ------------------------------------------------------------------ rewrite
+    @property
+    def llm(self) -> QTALLM:
+        if self._llm is None:
+            adapter = None
+            if self.trained:
+                adapter = self.adapter_dir()
+                if not self._adapter_ready(self.config.m):
+                    raise CatalogError(f"qta: no adapter at {adapter}; fit it first (`toolret fit --method "
+                                       "qta-rewriter ...`, or `toolret evaluate`, which trains what is absent)")
+            self._llm = self._llm_factory(adapter)
+        return self._llm
+
+    def outputs_for(self, texts: Sequence[str]) -> list[dict]:
+        missing = [t for t in dict.fromkeys(texts) if t not in self._outputs]
+        if missing:
+            if not self.documents:
+                raise CatalogError(f"{self.name}: no stored rewrite for {len(missing)} queries and no tool documents "
+                                   f"to prompt with (first {missing[0]!r})")
+            reasons = Counter(self.stats["fallback_reasons"])
+            for rec in rewrite_queries(self.llm, missing, self.documents, self.config):
+                self._outputs[rec["text"]] = rec
+                self.stats["llm_outputs"] += 1
+                if rec["fallback"]:
+                    self.stats["fallback"] += 1
+                    reasons[rec["reason"]] += 1
+            self.stats["fallback_reasons"] = dict(reasons)
+        return [self._outputs[t] for t in texts]
+
+    def rewrite(self, queries: Sequence[str]) -> list[list[str]]:
+        return [[rec["rewrite"]] for rec in self.outputs_for(list(queries))]
+
+    def write_artifact(self, catalog: Catalog, split: str, out: str | Path) -> dict[str, Any]:
+        """Rewrite every judged query of ``split`` into ``out`` (JSONL + meta; ``toolret rewrite``)."""
+        from toolret.methods.qta.generation import PROMPT_VERSION
+        from toolret.methods.qta.preferences import write_jsonl
+
+        queries = catalog.split(split)
+        records = self.outputs_for([q.text for q in queries])
+        rows = [{"query_id": q.id, **r} for q, r in zip(queries, records)]
+        meta = {"kind": "qta_rewrites", "dataset": catalog.name, "split": split, "config": self.config.to_dict(),
+                "adapter": adapter_sha(self.adapter_dir()) if self.trained else None, "prompt_version": PROMPT_VERSION,
+                "counts": {"n": len(rows), "fallback": sum(r["fallback"] for r in rows),
+                           "reasons": dict(Counter(r["reason"] for r in rows if r["fallback"]))}}
+        write_jsonl(out, rows, meta)
+        return meta
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | Path) -> None:
+        """Stored rewrites, the tool documents, and the adapter (a copy: the saved rewriter serves new queries)."""
+        from toolret.registry import write_component_meta
+
+        with atomic_directory(path) as tmp:
+            rows = list(self._outputs.values())
+            (tmp / "outputs.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                                               encoding="utf-8")
+            (tmp / "documents.json").write_text(json.dumps({"tool_ids": self.tool_ids, "documents": self.documents},
+                                                           ensure_ascii=False), encoding="utf-8")
+            sha = None
+            if self.trained and self.adapter_dir().is_dir():
+                shutil.copytree(self.adapter_dir(), tmp / "adapter" / self.config.adapter_name())
+                sha = adapter_sha(self.adapter_dir())
+            write_component_meta(tmp, self.name, config=self.config.to_dict(), docs=self.docs,
+                                 trained=self.trained, adapter_sha=sha)
+
+    @classmethod
+    def load(cls, path: str | Path) -> QTARewriter:
+        from toolret.registry import COMPONENT_FILE
+
+        path = Path(path)
+        meta = json.loads((path / COMPONENT_FILE).read_text(encoding="utf-8"))
+        docs = json.loads((path / "documents.json").read_text(encoding="utf-8"))
+        rows = [json.loads(line) for line in (path / "outputs.jsonl").read_text(encoding="utf-8").splitlines()
+                if line.strip()]
+        return cls(QTAConfig.model_validate(meta["config"]), documents=docs["documents"], tool_ids=docs["tool_ids"],
+                   adapter_root=path / "adapter" if meta.get("trained") else None, docs=meta.get("docs", "original"),
+                   outputs={r["text"]: r for r in rows})
+
+
+__all__ = ["QTARewriter"]

@@ -1,0 +1,162 @@
+"""QTA settings (pydantic: the paper's defaults are the single source) and ``params.yaml: qta``.
+
+Paper (Zhang et al., SIGIR-AP'24, Sec. 4-5.1): s = 5 randomly sampled tool documents in the rewriter
+prompt; reward cutoff n = 10 (eq. 4); two rewrites per DPO sample "at a high temperature"; m = 100 DPO
+samples per annotated query (ablation 1 / 10 / 100); DPO batch 32, 3 epochs, lr 5e-6, beta as in the DPO
+paper (0.1); frozen retriever all-MiniLM-L6-v2; Mistral-7B rewriter. Choices the paper leaves open, and
+where we depart from it for 2 CPU cores, are ours and written down here:
+
+- temperature 0.7 / top-p 0.95 for the two training samples ("a high temperature"; at 1.0 most samples
+  of the 135M model were off-topic in a probe on 10 RestBench queries, at 0.7 a quarter beat the
+  original query); inference decodes greedily (one rewrite per query, deterministic);
+- T_sub is re-sampled (seeded by query id and round) for every round and for every test query;
+  sampled tool documents are cut to ``doc_chars`` characters so prompt + rewrite fit ``max_length``
+  tokens of DPO training (the paper does not say how long its prompt was);
+- the original query competes with the two rewrites: chosen = the best-scored of {q, q1, q2} (first in
+  that order on ties), rejected = the worst (last on ties); a round whose best and worst scores are
+  equal is skipped (no preference); a rewrite that does not parse is scored as the query it falls back
+  to and its raw text is the completion (so DPO can learn to reject malformed outputs);
+- LoRA (r 16, alpha 32, dropout 0.05, all linear layers) on the local 135M model; lr 1e-4 (the paper's
+  5e-6 is a full-model rate; LoRA adapters need a larger one) with batch 4 pairs and 1 epoch;
+  ``max_length`` 384 tokens (prompt ~300 + rewrite <= 48); ``precompute_ref_log_probs`` (the frozen
+  reference is run once);
+- no dev split exists in a 10-query fold: nothing is selected, the settings above are fixed in advance.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from toolret.config import GridVariant, StrictModel
+
+DEFAULT_LLM = "smollm2-135m-instruct"
+
+
+class QTAConfig(StrictModel):
+    """Everything that determines QTA's artifacts (the frozen retriever's settings are ``params.dense``).
+
+    Attributes:
+        s: tool documents sampled into the rewriter prompt (T_sub).
+        n: reward cutoff of eq. 4.
+        m: DPO samples (rounds) per training query of the adapter the ``qta`` rewriter uses.
+        train_m: every m an adapter is trained for (ablation; the preference data holds max(train_m, m)
+            rounds and the adapter for m uses the first m).
+        temperature, top_p, seed: sampling of the two training rewrites.
+        max_new_tokens: rewrite budget (training samples and inference).
+        max_rewrite_chars: a longer rewrite is rejected (fallback to the query, reason ``too_long``).
+        doc_chars: each sampled tool document is cut to this many characters in the prompt.
+        docs: which document variant QTA samples into prompts and ranks for the reward, per dataset
+            (default ``original``); evaluate on the same variant.
+        lora_r, lora_alpha, lora_dropout, lora_targets: the peft adapter.
+        beta, lr, epochs, batch_size, grad_accum, max_length, warmup_ratio: DPO training (trl).
+        save_steps: checkpoint every n optimizer steps (a killed run resumes from the last one).
+        llm_model, llm_batch_size, llm_num_threads, llm_device, cache_dir: the local LLM and its JSONL cache.
+        mlflow: log per-step training metrics (loss, reward margins, accuracy) to MLflow.
+        adapter_from: use the adapters in this folder (trained on another catalogue: the cross-dataset
+            protocol) instead of the catalogue's own; nothing is trained.
+        train_queries: sample preferences for at most this many train queries (seeded; 0 = all).
+    """
+
+    s: int = Field(5, ge=1)
+    n: int = Field(10, ge=1)
+    m: int = Field(10, ge=1)
+    train_m: list[int] = Field(default_factory=list)
+    temperature: float = Field(0.7, gt=0)
+    top_p: float = Field(0.95, gt=0, le=1)
+    seed: int = 0
+    max_new_tokens: int = Field(48, ge=4)
+    max_rewrite_chars: int = Field(400, ge=20)
+    doc_chars: int = Field(100, ge=20)
+    docs: dict[str, str] = Field(default_factory=dict)
+    lora_r: int = Field(16, ge=1)
+    lora_alpha: int = Field(32, ge=1)
+    lora_dropout: float = Field(0.05, ge=0, lt=1)
+    lora_targets: str | list[str] = "all-linear"
+    beta: float = Field(0.1, gt=0)
+    lr: float = Field(1e-4, gt=0)
+    epochs: float = Field(1.0, gt=0)
+    batch_size: int = Field(4, ge=1)
+    grad_accum: int = Field(1, ge=1)
+    max_length: int = Field(384, ge=16)
+    warmup_ratio: float = Field(0.0, ge=0, lt=1)
+    save_steps: int = Field(5, ge=1)
+    llm_model: str = DEFAULT_LLM
+    llm_batch_size: int = Field(32, ge=1)
+    llm_num_threads: int | None = None
+    llm_device: str = "cpu"
+    cache_dir: str | None = None
+    mlflow: bool = True
+    adapter_from: str | None = None  # cross-dataset: an adapter folder (.../qta) trained on another catalogue
+    train_queries: int = Field(0, ge=0)  # 0 = every train query; else a seeded subsample (large train splits)
+
+    @model_validator(mode="after")
+    def _train_m_includes_m(self):
+        object.__setattr__(self, "train_m", sorted(set(self.train_m) | {self.m}))
+        return self
+
+    @property
+    def rounds(self) -> int:
+        """Rounds of preference sampling the data needs (the largest m trained)."""
+        return max(self.train_m)
+
+    def docs_for(self, dataset: str) -> str:
+        return self.docs.get(dataset, "original")
+
+    def adapter_name(self, m: int | None = None) -> str:
+        """Sub-folder of the adapter artifact for ``m``: ``m10`` (``m10-<llm>`` for a non-default LLM)."""
+        name = f"m{self.m if m is None else m}"
+        if self.llm_model != DEFAULT_LLM:
+            name += "-" + (re.sub(r"[^A-Za-z0-9_.-]+", "_", self.llm_model.rstrip("/").rsplit("/", 1)[-1]) or "llm")
+        return name
+
+    def sampling_key(self) -> dict:
+        """What the preference data depends on (beyond the catalogue and the retriever)."""
+        return {k: getattr(self, k) for k in ("s", "n", "temperature", "top_p", "seed", "max_new_tokens",
+                                              "max_rewrite_chars", "doc_chars", "llm_model", "train_queries")}
+
+    def training_key(self, m: int) -> dict:
+        """What an adapter depends on (beyond its preference data)."""
+        keys = ("lora_r", "lora_alpha", "lora_dropout", "lora_targets", "beta", "lr", "epochs", "batch_size",
+                "grad_accum", "max_length", "warmup_ratio", "seed", "llm_model")
+        return {"m": m, **{k: getattr(self, k) for k in keys}}
+
+
+class QTARun(StrictModel):
+    """One run of the QTA stages (``params.yaml: qta.runs``, keyed by the catalogue it runs on).
+
+    ``folds`` > 0: fold ``fold`` of ``folds`` of ``dataset``'s test queries is the train split, and the key
+    must be the folded catalogue's name (``<dataset>-fold<fold>of<folds>``); ``folds`` 0: the dataset's own
+    train split, key = ``dataset``. ``docs``: the document variant evaluated (use the one ``qta.docs`` names).
+    """
+
+    dataset: str
+    folds: int = Field(9, ge=0)
+    fold: int = Field(0, ge=0)
+    docs: Literal["original", "cleaned", "human"] = "original"
+
+    def catalog_name(self) -> str:
+        from toolret.catalog.folds import fold_name
+
+        return fold_name(self.dataset, self.folds, self.fold) if self.folds else self.dataset
+
+
+class QTASection(QTAConfig):
+    """``params.yaml: qta``: the component settings, the runs its stages execute, the evaluation grid
+    (paired tests against zero-shot dense on the same queries) and the paper's numbers per dataset."""
+
+    runs: dict[str, QTARun] = Field(default_factory=dict)
+    grid: dict[str, GridVariant] = Field(default_factory=dict)
+    paper: dict[str, dict[str, float]] = Field(default_factory=dict)  # dataset -> {metric: paper value}
+
+    @model_validator(mode="after")
+    def _run_keys(self):
+        bad = {k: r.catalog_name() for k, r in self.runs.items() if k != r.catalog_name()}
+        if bad:
+            raise ValueError(f"qta.runs keys must name the catalogue they run on: {bad}")
+        return self
+
+    def component_config(self) -> QTAConfig:
+        return QTAConfig.model_validate({k: v for k, v in self.model_dump().items() if k in QTAConfig.model_fields})

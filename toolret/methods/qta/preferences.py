@@ -1,0 +1,211 @@
+"""QTA's DPO preference data (paper Sec. 4.2, "Generating DPO samples") as a versioned JSONL artifact.
+
+For every training query q and round r < rounds: sample T_sub (s tool documents, seeded by query and
+round), sample two rewrites q1, q2 of q at a high temperature (sample indices 2r and 2r+1), rank the
+whole catalogue with the frozen retriever for q, q1 and q2, score each with eq. 4 over q's gold tools,
+then chosen = the best of {q, q1, q2} and rejected = the worst (``choose_pair``; a round with no
+preference is kept with ``skip: "tie"``). The adapter for m trains on the pairs of rounds < m.
+
+``data/qta/<dataset>/preferences.jsonl``: one line per (query, round)::
+
+    {"query_id", "round", "query", "gold", "tools" (T_sub tool ids), "prompt" (chat messages),
+     "candidates": [{"source": "query"|"sample0"|"sample1", "text" (what is searched), "completion"
+                     (what DPO trains on), "raw", "status", "fallback", "reason", "ranks", "reward"}],
+     "chosen", "rejected" (candidate indices or null), "skip" (null or "tie")}
+
+plus ``preferences.meta.json`` (sampling settings, LLM, retriever, prompt version, counts); timings and
+cache hits go to the run-info sidecar. Written atomically; the samples are in the LLM cache as they are
+generated, so a killed run resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from toolret.catalog.model import Catalog, CatalogError
+from toolret.llm.base import SampleRequest
+from toolret.methods.qta.config import QTAConfig
+from toolret.methods.qta.generation import (
+    PROMPT_VERSION,
+    QTALLM,
+    generate,
+    parse_rewrite,
+    rewrite_prompt,
+    sample_tools,
+    training_sampling,
+)
+from toolret.methods.qta.reward import gold_ranks, query_reward
+
+
+def choose_pair(rewards: Sequence[float]) -> tuple[int, int] | None:
+    """``(chosen, rejected)`` candidate indices: the first best and the last worst; ``None`` when all tie."""
+    best, worst = max(rewards), min(rewards)
+    if best == worst:
+        return None
+    chosen = next(i for i, r in enumerate(rewards) if r == best)
+    rejected = max(i for i, r in enumerate(rewards) if r == worst)
+    return chosen, rejected
+
+
+def score_texts(retriever, texts: Sequence[str], gold: Sequence[Sequence[int]],
+                n: int) -> list[tuple[list[int], float]]:
+    """``(gold ranks, eq. 4 reward)`` of each text under the retriever's ranking of every tool."""
+    n_tools = len(retriever.tool_ids)
+    ranking = retriever.search(list(texts), n_tools)
+    out = []
+    for row, g in enumerate(gold):
+        ranks = gold_ranks(ranking.indices[row], g)
+        out.append((ranks, query_reward(ranks, n)))
+    return out
+
+
+def sample_preferences(catalog: Catalog, cfg: QTAConfig, llm: QTALLM, retriever, docs: str = "original",
+                       rounds: int | None = None) -> list[dict[str, Any]]:
+    """Preference records of every judged train query (``rounds`` default ``cfg.rounds``)."""
+    train = catalog.split("train")
+    if not train:
+        raise CatalogError(f"qta: dataset {catalog.name!r} has no training queries to sample preferences from "
+                           "(a dataset without a train split is evaluated on k folds: catalog.folds / catalog.fold)")
+    if cfg.train_queries and len(train) > cfg.train_queries:
+        import random
+
+        keep = set(random.Random(cfg.seed).sample(sorted(q.id for q in train), cfg.train_queries))
+        train = [q for q in train if q.id in keep]
+    rounds = cfg.rounds if rounds is None else rounds
+    documents = catalog.docs(docs)
+    tool_ids = catalog.tool_ids
+    records, requests = [], []
+    for q in train:
+        gold = sorted(catalog.tool_position(t) for t in catalog.gold(q.id))
+        for r in range(rounds):
+            tools = sample_tools(len(documents), cfg.s, cfg.seed, q.id, r)
+            prompt = rewrite_prompt(q.text, [documents[i] for i in tools], cfg.doc_chars)
+            records.append({"query_id": q.id, "round": r, "query": q.text, "gold": [tool_ids[g] for g in gold],
+                            "tools": [tool_ids[i] for i in tools], "prompt": prompt, "_gold": gold})
+            requests += [SampleRequest(prompt, 2 * r), SampleRequest(prompt, 2 * r + 1)]
+    gens = generate(llm, requests, training_sampling(cfg))
+    for i, rec in enumerate(records):
+        cands = [{"source": "query", "text": rec["query"], "completion": rec["query"], "raw": None, "status": "ok",
+                  "fallback": False, "reason": None}]
+        for j in (0, 1):
+            g = gens[2 * i + j]
+            parsed = parse_rewrite(g.text, g.finish_reason, rec["query"], cfg.max_rewrite_chars)
+            cands.append({"source": f"sample{j}", "text": parsed["rewrite"],
+                          "completion": g.text.strip() if parsed["fallback"] else parsed["rewrite"], "raw": g.text,
+                          "status": parsed["status"], "fallback": parsed["fallback"], "reason": parsed["reason"]})
+        rec["candidates"] = cands
+    needed = list(dict.fromkeys((c["text"], tuple(rec["_gold"])) for rec in records for c in rec["candidates"]))
+    by_text = dict(zip(needed, score_texts(retriever, [t for t, _ in needed], [g for _, g in needed], cfg.n)))
+    for rec in records:
+        gold = tuple(rec.pop("_gold"))
+        for c in rec["candidates"]:
+            c["ranks"], c["reward"] = by_text[(c["text"], gold)]
+        pair = choose_pair([c["reward"] for c in rec["candidates"]])
+        if pair is not None and rec["candidates"][pair[0]]["completion"] == rec["candidates"][pair[1]]["completion"]:
+            pair = None
+        rec["chosen"], rec["rejected"] = pair if pair else (None, None)
+        rec["skip"] = None if pair else "tie"
+    return records
+
+
+def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Counts for the meta: pairs, ties, who was chosen / rejected, parse outcomes of the samples."""
+    pairs = [r for r in records if r["chosen"] is not None]
+    samples = [c for r in records for c in r["candidates"] if c["source"] != "query"]
+    return {
+        "records": len(records), "pairs": len(pairs), "ties": len(records) - len(pairs),
+        "chosen": dict(Counter(r["candidates"][r["chosen"]]["source"] for r in pairs)),
+        "rejected": dict(Counter(r["candidates"][r["rejected"]]["source"] for r in pairs)),
+        "sample_status": dict(Counter(c["status"] for c in samples)),
+        "sample_fallback_reasons": dict(Counter(c["reason"] for c in samples if c["fallback"])),
+        "samples_beating_query": sum(1 for r in records for c in r["candidates"][1:]
+                                     if c["reward"] > r["candidates"][0]["reward"]),
+    }
+
+
+def meta_path(path: str | Path) -> Path:
+    path = Path(path)
+    return path.with_name(path.name.removesuffix(".jsonl") + ".meta.json")
+
+
+def write_jsonl(path: str | Path, records: Sequence[dict[str, Any]], meta: dict[str, Any] | None = None) -> Path:
+    """Records (+ ``.meta.json``) atomically; the meta's ``run_info`` (timings, cache hits) goes to the untracked
+    run-info sidecar, so the artifact's md5 depends only on what made it."""
+    from toolret.atomic import atomic_path, write_json
+    from toolret.evaluation import run_info_path
+
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    if meta is not None:
+        meta = dict(meta)
+        info = meta.pop("run_info", None)
+        if info is not None:
+            write_json(run_info_path(meta_path(path)), info)
+        write_json(meta_path(path), meta)
+    return path
+
+
+def preference_key(catalog: Catalog, cfg: QTAConfig, retriever_model: str, docs: str) -> dict[str, Any]:
+    """What a preference artifact was made from (a stored one is reused only when this matches)."""
+    return {"dataset": catalog.name, "train_query_ids": sorted(q.id for q in catalog.split("train")),
+            "docs": docs, "retriever": retriever_model, "prompt_version": PROMPT_VERSION, **cfg.sampling_key()}
+
+
+def build_preferences(catalog: Catalog, cfg: QTAConfig, llm: QTALLM, retriever, out: str | Path | None, *,
+                      docs: str = "original", retriever_model: str = "") -> tuple[list[dict], dict]:
+    """Sample and score the preference data, write it (+ meta) to ``out`` when given."""
+    t0 = time.perf_counter()
+    records = sample_preferences(catalog, cfg, llm, retriever, docs)
+    meta = {"kind": "qta_preferences", "key": preference_key(catalog, cfg, retriever_model, docs),
+            "rounds": cfg.rounds, "llm": llm.describe(), "counts": summarize(records),
+            "run_info": {"seconds": round(time.perf_counter() - t0, 1), "llm_calls": llm.stats}}
+    if out is not None:
+        write_jsonl(out, records, meta)
+        meta.pop("run_info", None)
+    return records, meta
+
+
+def load_preferences(path: str | Path, key: dict[str, Any], rounds: int) -> list[dict] | None:
+    """The stored records when they were made with ``key`` and hold at least ``rounds`` rounds, else ``None``."""
+    path = Path(path)
+    mp = meta_path(path)
+    if not (path.is_file() and mp.is_file()):
+        return None
+    meta = json.loads(mp.read_text(encoding="utf-8"))
+    if meta.get("key") != json.loads(json.dumps(key)) or meta.get("rounds", 0) < rounds:
+        return None
+    records = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except ValueError as e:
+            raise CatalogError(f"{path}: line {i + 1} is not JSON ({e})") from None
+    return records
+
+
+def dpo_pairs(records: Sequence[dict[str, Any]], m: int) -> list[dict[str, Any]]:
+    """trl's conversational preference rows of the rounds < ``m`` that have a preference."""
+    rows = []
+    for r in records:
+        if r["round"] >= m or r.get("chosen") is None:
+            continue
+        try:
+            chosen, rejected = r["candidates"][r["chosen"]], r["candidates"][r["rejected"]]
+            rows.append({"prompt": r["prompt"], "chosen": [{"role": "assistant", "content": chosen["completion"]}],
+                         "rejected": [{"role": "assistant", "content": rejected["completion"]}]})
+        except (KeyError, IndexError, TypeError) as e:
+            raise CatalogError(f"preference record {r.get('query_id')!r} round {r.get('round')!r}: "
+                               f"malformed ({e!r})") from None
+    return rows
+
+
+__all__ = ["build_preferences", "choose_pair", "dpo_pairs", "load_preferences", "preference_key", "sample_preferences",
+           "score_texts", "summarize"]

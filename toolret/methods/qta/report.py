@@ -1,0 +1,145 @@
+"""The QTA report (``docs/qta_results.md``): every run of ``qta.runs`` (one fold each) and the mean over the
+folds of each dataset, next to the paper's Table 2.
+
+Reads ``<runs>/<run>/qta/summary.json`` (``toolret evaluate-grid --grid qta.grid``), the preference-data
+meta ``data/qta/<run>/preferences.meta.json`` and the adapters' ``qta.json`` (+ run-info timings). The
+paper's numbers come from ``params.qta.paper`` (no dataset names in this code). Mean over folds: the mean
+of the per-fold means, with a t-interval over folds (shown from 2 folds on); p: the paired randomization
+test of each fold's grid row against its baseline (dense) on that fold's test queries.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from toolret.atomic import write_text
+
+METRICS = ("comp@5", "comp@10", "ndcg@5")
+NOTES_MARKER = "<!-- hand-written analysis below: kept when the report is regenerated -->"
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float | None, float | None]:
+    """Mean and t-interval over folds (``None`` bounds for fewer than 2 folds)."""
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, None, None
+    from scipy import stats
+
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = stats.t.ppf(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
+    return mean, mean - half, mean + half
+
+
+def _p(row: dict, metric: str) -> str:
+    pval = row.get("vs_baseline", {}).get(metric, {}).get("p_value")
+    if pval is None:
+        return "-"
+    return "<0.001" if pval < 0.001 else f"{pval:.3f}"
+
+
+def run_section(runs: Path, run: str, artifacts: Path, models: Path) -> tuple[list[str], dict[str, Any]]:
+    summary = json.loads((runs / run / "qta" / "summary.json").read_text(encoding="utf-8"))
+    variants = summary["variants"]
+    lines = [f"### {run}", "", "| row | n | " + " | ".join(f"{m} [95% CI]" for m in METRICS)
+             + " | Δ comp@5 vs dense | p comp@5 | p ndcg@5 |",
+             "|---|---|" + "---|" * len(METRICS) + "---|---|---|"]
+    data: dict[str, Any] = {"variants": {}}
+    for name, row in variants.items():
+        cells = []
+        for m in METRICS:
+            v = row["metrics"].get(m)
+            lo, hi = row["ci95"].get(m, [float("nan")] * 2)
+            cells.append("-" if v is None else f"{v:.3f} [{lo:.3f}, {hi:.3f}]")
+        base = variants.get(row.get("baseline") or "", {}).get("metrics", {})
+        delta = f"{row['metrics']['comp@5'] - base['comp@5']:+.3f}" if base and name != row.get("baseline") else "-"
+        n = row.get("components", {})
+        result = _read(runs / run / "qta" / f"{name}.json") or {}
+        lines.append(f"| {name} | {result.get('n_queries', '')} | " + " | ".join(cells)
+                     + f" | {delta} | {_p(row, 'comp@5')} | {_p(row, 'ndcg@5')} |")
+        data["variants"][name] = {"metrics": {m: row["metrics"].get(m) for m in METRICS},
+                                  "p_comp@5": row.get("vs_baseline", {}).get("comp@5", {}).get("p_value"),
+                                  "p_ndcg@5": row.get("vs_baseline", {}).get("ndcg@5", {}).get("p_value"),
+                                  "components": n}
+    prefs = _read(artifacts / run / "preferences.meta.json")
+    if prefs:
+        c = prefs.get("counts", {})
+        lines += ["", f"Preference data: {c.get('records')} rounds, {c.get('pairs')} pairs "
+                      f"({c.get('ties')} ties skipped); "
+                      f"chosen {c.get('chosen')}; samples beating the original query: "
+                      f"{c.get('samples_beating_query')}."]
+        data["preferences"] = c
+    for adapter in sorted((models / run / "qta").glob("m*/qta.json")) if (models / run / "qta").is_dir() else []:
+        rep = json.loads(adapter.read_text(encoding="utf-8"))
+        from toolret.evaluation import load_run_info
+
+        info = load_run_info(adapter)
+        last = rep["history"][-1] if rep.get("history") else {}
+        lines.append(f"Adapter {adapter.parent.name}: {rep['n_pairs']} pairs, {rep['steps']} DPO steps"
+                     + (f", {info['train_seconds'] / 60:.1f} min ({info['seconds_per_step']} s/step)"
+                        if info.get("train_seconds") else "")
+                     + (f"; last step loss {last.get('loss', float('nan')):.3f}, reward margin "
+                        f"{last.get('rewards/margins', float('nan')):.3f}, "
+                        f"accuracy {last.get('rewards/accuracies', float('nan')):.2f}"
+                        if last else "") + ".")
+        data.setdefault("adapters", {})[adapter.parent.name] = {"n_pairs": rep["n_pairs"], "steps": rep["steps"],
+                                                                "train_seconds": info.get("train_seconds")}
+    return lines + [""], data
+
+
+def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, notes: str | None = None) -> Path:
+    """``datasets``: the run keys (``qta.runs`` keys, e.g. ``mtrb-restbench-fold0of9``) to report."""
+    from toolret.config import data_dir
+
+    section = params.qta
+    sections, data, by_base = [], {}, {}
+    for run in datasets:
+        if not (runs / run / "qta" / "summary.json").is_file():
+            continue
+        lines, d = run_section(runs, run, data_dir() / "qta", data_dir() / "models")
+        sections += lines
+        data[run] = d
+        cfg = section.runs.get(run)
+        by_base.setdefault(cfg.dataset if cfg else run, []).append(run)
+    mean_lines = ["## Mean over folds", "",
+                  "| dataset | row | folds | " + " | ".join(f"{m} mean [t 95% CI]" for m in METRICS) + " | paper "
+                  + " / ".join(METRICS) + " |", "|---|---|---|" + "---|" * len(METRICS) + "---|"]
+    for base, members in by_base.items():
+        rows = sorted({r for m in members for r in data[m]["variants"]})
+        paper = section.paper.get(base, {})
+        for row in rows:
+            vals = {m: [data[k]["variants"][row]["metrics"][m] for k in members if row in data[k]["variants"]]
+                    for m in METRICS}
+            cells = []
+            for m in METRICS:
+                mean, lo, hi = mean_ci(vals[m])
+                cells.append(f"{mean:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if lo is not None else ""))
+            pv = " / ".join(f"{paper[f'{row}.{m}']:.3f}" if f"{row}.{m}" in paper else "-" for m in METRICS)
+            mean_lines.append(f"| {base} | {row} | {len(vals['comp@5'])} | " + " | ".join(cells) + f" | {pv} |")
+    head = ["# QTA results (generated)", "",
+            "Generated by `toolret report-ablations --method qta --datasets <runs>` from "
+            "`data/runs/<run>/qta/summary.json`; do not edit the tables by hand. Retriever: frozen all-MiniLM-L6-v2 "
+            f"(`dense`); rewriter LLM: `{section.llm_model}` with a LoRA adapter trained by DPO (trl); m = {section.m} "
+            f"DPO rounds per training query, s = {section.s} sampled tool documents, reward cutoff n = {section.n}. "
+            "CIs per fold: percentile bootstrap over that fold's test queries; p: paired randomization test against "
+            "dense on the same queries. Paper: QTA Table 2 (Mistral-7B, m = 100, 3 epochs).", ""]
+    body = "\n".join(head + mean_lines + ["", "## Per run", ""] + sections)
+    body += "\n## All numbers (JSON)\n\n```json\n" + json.dumps(data, indent=1) + "\n```\n"
+    kept = ""
+    if out.is_file() and NOTES_MARKER in out.read_text(encoding="utf-8"):
+        kept = out.read_text(encoding="utf-8").split(NOTES_MARKER, 1)[1]
+    if notes:
+        kept += "\n" + Path(notes).read_text(encoding="utf-8")
+    write_text(out, body + "\n" + NOTES_MARKER + kept)
+    return out
+
+
+__all__ = ["mean_ci", "run_section", "write_report"]

@@ -1,0 +1,158 @@
+"""DPO + LoRA training of the QTA rewriter (trl ``DPOTrainer`` with a peft ``LoraConfig``).
+
+``train_adapter(pairs, cfg, m, out, ...)`` trains one adapter on trl conversational preference rows and
+saves it atomically to ``out`` (``adapter_config.json`` + ``adapter_model.safetensors``, a few MB, and
+``qta.json``: the training key, data digest, step history). Checkpoints go to a work folder beside
+``out`` (``.<name>.work-<key>``, outside the DVC output), every ``save_steps`` steps; a rerun with the
+same data and settings resumes from the last complete checkpoint after a kill -9. Loss, reward margins
+and accuracies of every step are logged to MLflow (``cfg.mlflow``), into one run per adapter that a
+resumed training continues.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from toolret.atomic import atomic_directory, write_json
+from toolret.methods.qta.config import QTAConfig
+
+EXPERIMENT = "toolret-qta-training"
+LOGGED = ("loss", "rewards/margins", "rewards/accuracies", "rewards/chosen", "rewards/rejected", "logps/chosen",
+          "logps/rejected", "learning_rate", "grad_norm")
+
+
+def data_digest(pairs: Sequence[dict[str, Any]]) -> str:
+    return hashlib.sha256(json.dumps(list(pairs), sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
+
+
+def work_dir(out: Path, cfg: QTAConfig, m: int, pairs: Sequence[dict[str, Any]]) -> Path:
+    made_of = json.dumps([cfg.training_key(m), data_digest(pairs)], sort_keys=True)
+    key = hashlib.sha256(made_of.encode()).hexdigest()[:12]
+    return out.parent.parent / f".{out.parent.name}-{out.name}.work-{key}"
+
+
+def last_complete_checkpoint(work: Path) -> str | None:
+    from toolret.retrieval.finetune import last_complete_checkpoint as last
+
+    return last(work)
+
+
+class _MLflowSteps:
+    """A ``TrainerCallback`` logging every logged step's DPO metrics to one MLflow run (resumed by id)."""
+
+    def __init__(self, run_name: str, params: dict[str, Any], run_id_file: Path) -> None:
+        self.run_name, self.params, self.run_id_file = run_name, params, run_id_file
+        self.client = self.run_id = None
+
+    def _start(self) -> None:
+        from toolret.tracking.store import get_client, get_or_create_experiment
+
+        self.client = get_client()
+        if self.run_id_file.is_file():
+            self.run_id = self.run_id_file.read_text(encoding="utf-8").strip()
+            return
+        exp = get_or_create_experiment(self.client, EXPERIMENT)
+        run = self.client.create_run(exp, run_name=self.run_name, tags={"toolret.method": "qta"})
+        self.run_id = run.info.run_id
+        for k, v in self.params.items():
+            self.client.log_param(self.run_id, k, json.dumps(v) if isinstance(v, (list, dict)) else v)
+        self.run_id_file.parent.mkdir(parents=True, exist_ok=True)
+        self.run_id_file.write_text(self.run_id, encoding="utf-8")
+
+    def callback(self):
+        from transformers import TrainerCallback
+
+        outer = self
+
+        class Callback(TrainerCallback):
+            def on_train_begin(self, args, state, control, **kwargs):
+                outer._start()
+
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                for key in LOGGED:
+                    if logs and key in logs:
+                        outer.client.log_metric(outer.run_id, key.replace("/", "_"), float(logs[key]),
+                                                step=state.global_step)
+
+        return Callback()
+
+    def finish(self, adapter: Path) -> None:
+        if self.client is None:
+            return
+        self.client.log_artifacts(self.run_id, str(adapter), artifact_path="adapter")
+        self.client.set_terminated(self.run_id)
+
+
+def _lora_targets(targets: str | list[str]):
+    return targets if isinstance(targets, str) else list(targets)
+
+
+def train_adapter(pairs: Sequence[dict[str, Any]], cfg: QTAConfig, m: int, out: str | Path, *,
+                  model_folder: str | Path, run_name: str = "qta", extra: dict[str, Any] | None = None,
+                  progress: bool = True) -> dict[str, Any]:
+    """Train a LoRA adapter with DPO on ``pairs`` (trl conversational rows) and save it to ``out``.
+
+    Returns the training report (also ``out/qta.json``). Raises ``ValueError`` when there are no pairs.
+    """
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import DPOConfig, DPOTrainer
+
+    from toolret.evaluation import run_info_path
+    from toolret.llm.base import default_threads
+    from toolret.llm.models import set_offline_env
+
+    if not pairs:
+        raise ValueError("qta: no preference pairs to train on (every round tied?)")
+    set_offline_env()
+    out = Path(out)
+    torch.set_num_threads(default_threads(cfg.llm_num_threads))
+    work = work_dir(out, cfg, m, pairs)
+    total_steps = math.ceil(math.ceil(len(pairs) / cfg.batch_size) / cfg.grad_accum * cfg.epochs)
+    tok = AutoTokenizer.from_pretrained(str(model_folder))
+    model = AutoModelForCausalLM.from_pretrained(str(model_folder), dtype=torch.float32)
+    lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                      target_modules=_lora_targets(cfg.lora_targets), task_type="CAUSAL_LM")
+    args = DPOConfig(
+        output_dir=str(work), per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=cfg.grad_accum,
+        num_train_epochs=cfg.epochs, learning_rate=cfg.lr, warmup_steps=int(cfg.warmup_ratio * total_steps),
+        beta=cfg.beta,
+        max_length=cfg.max_length, precompute_ref_log_probs=True, use_cpu=True, bf16=False,
+        gradient_checkpointing=False, logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
+        save_total_limit=2, report_to="none", seed=cfg.seed, data_seed=cfg.seed, disable_tqdm=not progress,
+        dataloader_num_workers=0,
+    )
+    logger = _MLflowSteps(run_name, {**cfg.training_key(m), "n_pairs": len(pairs), **(extra or {})},
+                          work / "mlflow_run_id") if cfg.mlflow else None
+    trainer = DPOTrainer(model, args=args, train_dataset=Dataset.from_list(list(pairs)), processing_class=tok,
+                         peft_config=lora, callbacks=[logger.callback()] if logger else None)
+    resume = last_complete_checkpoint(work)
+    t0 = time.perf_counter()
+    result = trainer.train(resume_from_checkpoint=resume)
+    seconds = time.perf_counter() - t0
+    history = [{k: e[k] for k in ("step", *LOGGED) if k in e} for e in trainer.state.log_history if "loss" in e]
+    report = {"training": cfg.training_key(m), "n_pairs": len(pairs), "pairs_digest": data_digest(pairs),
+              "steps": result.global_step, "train_loss": result.training_loss, "history": history, **(extra or {})}
+    with atomic_directory(out) as tmp:
+        trainer.model.save_pretrained(str(tmp))
+        (tmp / "qta.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+    # how this run went (not what it produced): outside the artifact, so a resumed run gives the same adapter files
+    write_json(run_info_path(out / "qta.json"), {"resumed_from": Path(resume).name if resume else None,
+                                                 "train_seconds": round(seconds, 1),
+                                                 "seconds_per_step": round(seconds / max(1, result.global_step), 2)})
+    if logger:
+        logger.finish(out)
+    shutil.rmtree(work, ignore_errors=True)
+    return report
+
+
+__all__ = ["EXPERIMENT", "data_digest", "train_adapter", "work_dir"]

@@ -1,0 +1,128 @@
+"""ToolRerank (Zheng et al., LREC-COLING 2024): adaptive truncation + a trained cross-encoder +
+hierarchy-aware reranking; and the Rerank-m baselines.
+
+Registers (see :mod:`toolret.registry`):
+
+- components ``toolrerank-ce`` (reranker: ToolRerank) and ``ce-top10`` / ``ce-top30`` / ``ce-top50``
+  (rerankers: Rerank-m, the same cross-encoder over the first stage's top m);
+- pipelines ``toolrerank`` = ``dense+toolrerank-ce`` and ``rerank-10`` / ``rerank-30`` / ``rerank-50`` =
+  ``dense+ce-topM`` (another first stage: compose, e.g. ``bm25+toolrerank-ce``, and set
+  ``toolrerank.first_stage`` to match: it mines the training negatives and feeds the dev grid);
+- the ``toolrerank:`` params section (:class:`config.ToolRerankSection`) and its stages: training on
+  ``toolrerank.train_dataset`` (costly) and the evaluation grid (``toolrerank.ablations``) on every
+  dataset of ``toolrerank_datasets``.
+
+The trained artifact lives in ``data/models/<train dataset>/toolrerank``; every component trains it
+when it is absent (``fit``), so ``toolret evaluate --dataset D --method toolrerank`` works from a fresh
+clone. Importing this package is cheap (no torch / sentence-transformers).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from toolret.methods.toolrerank.config import ToolRerankSection, TrainingConfig
+from toolret.registry import (
+    BuildContext,
+    Component,
+    StageTemplate,
+    register_component,
+    register_pipeline,
+    register_report,
+    register_section,
+    register_stage,
+)
+
+RERANK_M = (10, 30, 50)
+
+register_section("toolrerank", ToolRerankSection, staged=True)
+
+
+def artifact_dir(ctx: BuildContext) -> Path:
+    """``--model`` if given, else ``data/models/<toolrerank.train_dataset>/toolrerank`` (the catalogue's
+    own name when no training dataset is configured)."""
+    from toolret.config import data_dir
+
+    if ctx.model:
+        return Path(ctx.model)
+    name = ctx.params.toolrerank.train_dataset or ctx.catalog.name
+    return data_dir() / "models" / Path(name).name / "toolrerank"
+
+
+def _trainer(ctx: BuildContext, artifact: Path):
+    def train() -> None:
+        from toolret.methods.toolrerank.training import train_artifact
+
+        cfg = ctx.params.toolrerank.component_config()
+        name = cfg.train_dataset
+        if name is None or name == ctx.catalog.name:
+            catalog = ctx.catalog
+        else:
+            from toolret.catalog.registry import load_dataset
+            from toolret.config import project_dir
+
+            p = ctx.params
+            catalog = load_dataset(name, root=p.source.root, beir=p.source.beir, dev_fraction=p.catalog.dev_fraction,
+                                   seed=p.catalog.seed, project_dir=project_dir())
+        train_artifact(catalog, cfg, ctx.params, artifact)
+
+    return train
+
+
+def _build(plain_m: int | None):
+    def build(ctx: BuildContext):
+        from toolret.methods.toolrerank.components import ToolRerankReranker
+
+        cfg = ctx.params.toolrerank.component_config()
+        oracle = None
+        if plain_m is None and cfg.hierarchy == "oracle":  # evaluation-only ablation: the gold query types
+            from toolret.methods.toolrerank.hierarchy import is_multi_tool
+
+            oracle = {q.text: is_multi_tool(ctx.catalog, q.id) for q in ctx.catalog.queries if ctx.catalog.gold(q.id)}
+        artifact = artifact_dir(ctx)
+        return ToolRerankReranker(cfg, artifact, plain_m=plain_m, dense_config=ctx.params.dense,
+                                  trainer=_trainer(ctx, artifact), oracle=oracle)
+
+    return build
+
+
+def _load(path: Path):
+    from toolret.methods.toolrerank.components import ToolRerankReranker
+
+    return ToolRerankReranker.load(path)
+
+
+register_component(Component("toolrerank-ce", "reranker", _build(None), _load, ("toolrerank", "dense"),
+                             "ToolRerank: adaptive truncation + trained cross-encoder + hierarchy-aware reranking"))
+for _m in RERANK_M:
+    register_component(Component(f"ce-top{_m}", "reranker", _build(_m), _load, ("toolrerank", "dense"),
+                                 f"Rerank-{_m}: the ToolRerank cross-encoder over the first stage's top {_m}"))
+    register_pipeline(f"rerank-{_m}", f"dense+ce-top{_m}", f"Rerank-{_m} baseline (dense first stage)")
+register_pipeline("toolrerank", "dense+toolrerank-ce", "ToolRerank over the dense first stage")
+
+register_report("toolrerank", "toolret.methods.toolrerank.report:write_report")
+
+# what the trained artifact depends on (inference-only keys and the ablation grid do not retrain it)
+_TRAIN_PARAMS = tuple(f"toolrerank.{k}" for k in TrainingConfig.model_fields) + (
+    "toolrerank.candidates", "toolrerank.seen_level", "toolrerank.extend_unseen", "toolrerank.extend_seen", "dense")
+_ARTIFACT = "data/models/${toolrerank.train_dataset}/toolrerank"
+
+register_stage(StageTemplate(
+    name="toolrerank_train", order=32, costly=True,
+    desc="ToolRerank artifact: cross-encoder trained on the train split (gold + first-stage hard negatives + "
+         "random negatives), query-type classifier, m_s/m_u/tau_s/tau_m/n selected on the dev split",
+    cmd="toolret fit --method toolrerank-ce --catalog data/curated/${toolrerank.train_dataset} --out " + _ARTIFACT,
+    entry="toolret.cli:cmd_fit", components=("toolrerank",),
+    deps=("data/curated/${toolrerank.train_dataset}",), params=_TRAIN_PARAMS, outs=(_ARTIFACT,),
+))
+register_stage(StageTemplate(
+    name="toolrerank_evaluate", order=62, foreach="${toolrerank_datasets}",
+    desc="ToolRerank, Rerank-10/30/50, the first stage, BM25 and every ablation on the test split "
+         "(toolrerank.ablations, paired tests vs their baselines)",
+    cmd="toolret evaluate-grid --catalog data/curated/${item} --grid toolrerank.ablations "
+        "--out data/runs/${item}/toolrerank",
+    entry="toolret.cli:cmd_evaluate_grid",
+    components=("toolrerank", *(f"rerank-{m}" for m in RERANK_M), "bm25"),
+    deps=("data/curated/${item}", _ARTIFACT), params=("toolrerank", "dense", "bm25", "evaluation"),
+    outs=("data/runs/${item}/toolrerank",),
+))

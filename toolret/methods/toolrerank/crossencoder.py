@@ -1,0 +1,177 @@
+"""The cross-encoder reranker (sentence-transformers ``CrossEncoder`` + ``CrossEncoderTrainer``).
+
+- :func:`mine_training_pairs` -- paper Sec. 4.1: positive pairs from the gold annotations, hard negatives
+  sampled from the first stage's top results (never gold), plus uniform random negatives;
+- :func:`train_cross_encoder` -- a ``CrossEncoder(<base model folder>, num_labels=1)`` (a new scoring
+  head: no pretrained cross-encoder ships offline) trained with ``BinaryCrossEntropyLoss``;
+- :class:`CrossEncoderScorer` -- ``score(q, d)`` (sigmoid, in [0, 1]) with an in-process memo and a
+  persistent store keyed by the model's content hash and ``max_length`` (the same (query, document) pair
+  is scored once across processes: Rerank-m, ToolRerank and every ablation share the scores).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SEP = "\x1f"  # query / document separator of a score-cache key
+CHUNK = 1024  # pairs scored (and persisted) at a time: a killed scoring run keeps what it finished
+
+
+def mine_training_pairs(queries: Sequence[str], gold: Sequence[set[int]], ranked: Sequence[Sequence[int]],
+                        documents: Sequence[str], *, hard_negatives: int, hard_negative_depth: int,
+                        random_negatives: int, seed: int) -> list[tuple[str, str, float]]:
+    """``(query, document, label)`` pairs: every gold API (label 1), ``hard_negatives`` non-gold APIs
+    sampled from the first ``hard_negative_depth`` first-stage results and ``random_negatives`` non-gold,
+    non-hard APIs sampled from the whole library (label 0). Seeded; one ``random.Random`` for all."""
+    rng = random.Random(seed)
+    n_docs = len(documents)
+    pairs: list[tuple[str, str, float]] = []
+    for q, g, r in zip(queries, gold, ranked):
+        pairs.extend((q, documents[t], 1.0) for t in sorted(g))
+        pool = [t for t in list(r)[:hard_negative_depth] if t >= 0 and t not in g]
+        hard = rng.sample(pool, min(hard_negatives, len(pool)))
+        pairs.extend((q, documents[t], 0.0) for t in hard)
+        taken = set(g) | set(hard)
+        if random_negatives and n_docs > len(taken):
+            picked: list[int] = []
+            while len(picked) < min(random_negatives, n_docs - len(taken)):
+                t = rng.randrange(n_docs)
+                if t not in taken:
+                    taken.add(t)
+                    picked.append(t)
+            pairs.extend((q, documents[t], 0.0) for t in picked)
+    rng.shuffle(pairs)
+    return pairs
+
+
+def load_cross_encoder(folder: str | Path, max_length: int, device: str = "cpu", new_head: bool = False):
+    """A ``CrossEncoder`` from a local folder (``new_head``: a base encoder given a fresh 1-logit head)."""
+    from sentence_transformers.cross_encoder import CrossEncoder
+
+    from toolret.retrieval.models import offline, resolve_encoder
+
+    offline()
+    path = resolve_encoder(str(folder)) if new_head else Path(folder)
+    kwargs: dict[str, Any] = {"num_labels": 1} if new_head else {}
+    return CrossEncoder(str(path), max_length=max_length, device=device, **kwargs)
+
+
+def train_cross_encoder(pairs: Sequence[tuple[str, str, float]], out_dir: str | Path, *, base_model: str,
+                        max_length: int, epochs: int, batch_size: int, lr: float, warmup_ratio: float, seed: int,
+                        device: str = "cpu") -> dict[str, Any]:
+    """Train a fresh-head cross-encoder on labelled pairs and save it to ``out_dir`` (atomically)."""
+    import shutil
+    import tempfile
+
+    from datasets import Dataset
+    from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
+    from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
+
+    from toolret.atomic import atomic_directory
+
+    model = load_cross_encoder(base_model, max_length, device, new_head=True)
+    data = Dataset.from_dict({"query": [p[0] for p in pairs], "document": [p[1] for p in pairs],
+                              "label": [float(p[2]) for p in pairs]})
+    steps = max(1, epochs * -(-len(pairs) // batch_size))
+    scratch = Path(tempfile.mkdtemp(prefix="toolrerank-trainer-"))
+    try:
+        args = CrossEncoderTrainingArguments(
+            output_dir=str(scratch), num_train_epochs=epochs, per_device_train_batch_size=batch_size,
+            learning_rate=lr, warmup_steps=max(1, int(warmup_ratio * steps)), seed=seed, save_strategy="no",
+            logging_steps=max(1, steps // 10), report_to="none", use_cpu=device == "cpu", disable_tqdm=False,
+            dataloader_drop_last=False)
+        trainer = CrossEncoderTrainer(model=model, args=args, train_dataset=data, loss=BinaryCrossEntropyLoss(model))
+        result = trainer.train()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    with atomic_directory(out_dir) as tmp:
+        model.save(str(tmp))
+    return {"n_pairs": len(pairs), "n_positive": int(sum(p[2] > 0 for p in pairs)), "steps": result.global_step,
+            "train_loss": result.training_loss, "train_runtime_s": result.metrics.get("train_runtime")}
+
+
+def model_fingerprint(folder: str | Path, max_length: int, quantize: bool = False) -> str:
+    """Identity of a scoring function: the model folder's content hash, the input length, int8 or not."""
+    from toolret.tracking.provenance import sha256_tree
+
+    ident = {"weights": sha256_tree(folder), "max_length": max_length, "activation": "sigmoid"}
+    if quantize:
+        ident["int8"] = True
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
+
+
+class CrossEncoderScorer:
+    """``score(query, document)`` in [0, 1] from a trained cross-encoder folder, memoised and (unless
+    ``cache == "off"``) persisted in an :class:`~toolret.retrieval.embedding_store.EmbeddingStore` under
+    ``<cache>/<fingerprint>`` (default cache: ``<cache home>/ce_scores``)."""
+
+    def __init__(self, folder: str | Path, max_length: int, batch_size: int = 32, device: str = "cpu",
+                 cache: str | None = None, quantize: bool = False) -> None:
+        self.folder = Path(folder)
+        self.quantize = quantize
+        self.max_length, self.batch_size, self.device, self.cache = max_length, batch_size, device, cache
+        self._model = None
+        self._store = None
+        self._memo: dict[str, float] = {}
+        self.stats = {"pairs_scored": 0, "pairs_from_cache": 0}
+
+    @property
+    def model(self):
+        if self._model is None:
+            self._model = load_cross_encoder(self.folder, self.max_length, self.device)
+            if self.quantize:  # PyTorch dynamic int8 on the Linear layers (CPU; benchmarks/toolrerank_cost.py)
+                import torch
+
+                torch.ao.quantization.quantize_dynamic(self._model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+        return self._model
+
+    @property
+    def store(self):
+        if self._store is None and self.cache != "off":
+            from toolret.config import cache_home
+            from toolret.retrieval.embedding_store import EmbeddingStore
+
+            root = Path(self.cache) if self.cache else cache_home() / "ce_scores"
+            self._store = EmbeddingStore(root, model_fingerprint(self.folder, self.max_length, self.quantize))
+        return self._store
+
+    def predict(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """Plain ``CrossEncoder.predict`` (no cache): what Rerank-m costs without the platform."""
+        if not pairs:
+            return np.zeros(0, dtype=np.float32)
+        return np.asarray(self.model.predict(list(pairs), batch_size=self.batch_size, show_progress_bar=False),
+                          dtype=np.float32).reshape(-1)
+
+    def score_pairs(self, pairs: Sequence[tuple[str, str]], progress: bool = False) -> np.ndarray:
+        keys = [q + SEP + d for q, d in pairs]
+        missing = list(dict.fromkeys(k for k in keys if k not in self._memo))
+        if missing and self.store is not None:
+            found = self.store.get(missing)
+            self._memo.update({k: float(v[0]) for k, v in found.items()})
+            self.stats["pairs_from_cache"] += len(found)
+            missing = [k for k in missing if k not in found]
+        if missing:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(missing), desc="cross-encoder", unit="pair", disable=not progress)
+            for start in range(0, len(missing), CHUNK):
+                chunk = missing[start:start + CHUNK]
+                scores = self.predict([tuple(k.split(SEP, 1)) for k in chunk])
+                self._memo.update(zip(chunk, map(float, scores)))
+                if self.store is not None:
+                    self.store.add(chunk, scores.reshape(-1, 1))
+                self.stats["pairs_scored"] += len(chunk)
+                bar.update(len(chunk))
+            bar.close()
+        return np.array([self._memo[k] for k in keys], dtype=np.float64)
+
+
+__all__ = ["CrossEncoderScorer", "load_cross_encoder", "mine_training_pairs", "model_fingerprint",
+           "train_cross_encoder"]

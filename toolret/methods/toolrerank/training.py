@@ -1,0 +1,222 @@
+"""Train the ToolRerank artifact on a catalogue's train split; select its hyperparameters on the dev split.
+
+Artifact ``data/models/<train dataset>/toolrerank/`` (written atomically)::
+
+    model/            the cross-encoder (sentence-transformers CrossEncoder folder)
+    classifier.json   the single- / multi-tool query classifier
+    seen.json         the APIs of the training data (hierarchy keys: [parent tool, API name])
+    toolrerank.json   training report: config, data sizes, classifier accuracy, the dev grid and the
+                      selected m_s / m_u / tau_s / tau_m / n (used when params leave them null)
+
+Steps (each resumable: a killed run restarts at the step it was in): the first stage (a registered
+retriever, ``first_stage``) ranks the sampled training queries; training pairs are mined
+(:func:`crossencoder.mine_training_pairs`) and the cross-encoder is trained into a work folder beside the
+artifact; the classifier is fitted; the dev queries' top ``candidates`` are scored once (score cache)
+and the grid of paper Table 2 runs on those scores. The test split is never read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from toolret.catalog.model import Catalog, CatalogError
+from toolret.methods.toolrerank.config import PAPER_BEST, ToolRerankConfig
+
+if TYPE_CHECKING:
+    from toolret.config import CoreParams
+
+REPORT = "toolrerank.json"
+SEEN = "seen.json"
+
+
+def artifact_complete(folder: str | Path) -> bool:
+    folder = Path(folder)
+    return (folder / REPORT).is_file() and (folder / "model").is_dir() and (folder / SEEN).is_file()
+
+
+def read_report(folder: str | Path) -> dict[str, Any]:
+    path = Path(folder) / REPORT
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise CatalogError(f"{path}: not a ToolRerank artifact report ({e})") from None
+
+
+def read_seen(folder: str | Path, level: str = "api"):
+    from toolret.methods.toolrerank.hierarchy import SeenSet
+
+    path = Path(folder) / SEEN
+    try:
+        return SeenSet(json.loads(path.read_text(encoding="utf-8"))["apis"], level)
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
+        raise CatalogError(f"{path}: not a ToolRerank seen-API list ({e})") from None
+
+
+def _sample(items: list, n: int, seed: int) -> list:
+    """A seeded sample of ``n`` items in their original order (all of them when ``n`` is 0 or too large)."""
+    if n <= 0 or n >= len(items):
+        return list(items)
+    keep = set(random.Random(seed).sample(range(len(items)), n))
+    return [x for i, x in enumerate(items) if i in keep]
+
+
+def _work_dir(out_dir: Path, config: ToolRerankConfig, catalog: Catalog) -> Path:
+    key = hashlib.sha256(json.dumps([config.training().to_dict(), catalog.name, len(catalog.tools)],
+                                    sort_keys=True).encode()).hexdigest()[:12]
+    return out_dir.with_name(f".{out_dir.name}.work-{key}")
+
+
+def first_stage(catalog: Catalog, config: ToolRerankConfig, params: CoreParams, docs: str):
+    """The retriever named by ``config.first_stage``, fitted and indexed on ``catalog``."""
+    from toolret.registry import BuildContext, build_component, component
+
+    if component(config.first_stage).role != "retriever":
+        raise CatalogError(f"toolrerank.first_stage {config.first_stage!r} is not a retriever")
+    retriever = build_component(config.first_stage, BuildContext(catalog, params))
+    retriever.fit(catalog)
+    retriever.index(catalog.tool_ids, catalog.docs(docs))
+    return retriever
+
+
+def library(tools, seen):
+    from toolret.methods.toolrerank.hierarchy import apis_by_tool, parent_tool
+    from toolret.methods.toolrerank.rerank import Library
+
+    return Library(parents=[parent_tool(t) for t in tools], seen=np.array([seen.seen(t) for t in tools], dtype=bool),
+                   seen_tools=set(seen.tools), by_tool=apis_by_tool(tools))
+
+
+def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParams, out_dir: str | Path,
+                   docs: str = "original") -> dict[str, Any]:
+    """Train (cross-encoder, classifier), select on dev, and write the artifact to ``out_dir``."""
+    from toolret.atomic import atomic_directory, write_json
+    from toolret.methods.toolrerank.classifier import QueryTypeClassifier
+    from toolret.methods.toolrerank.crossencoder import CrossEncoderScorer, mine_training_pairs, train_cross_encoder
+    from toolret.methods.toolrerank.hierarchy import SeenSet, is_multi_tool
+
+    out_dir = Path(out_dir)
+    train_all = catalog.split("train")
+    if not train_all:
+        raise CatalogError(f"toolrerank: dataset {catalog.name!r} has no train split to train the reranker on "
+                           "(set toolrerank.train_dataset to a dataset with one)")
+    dev = _sample(catalog.split("dev"), config.dev_queries, config.seed)
+    if not dev:
+        raise CatalogError(f"toolrerank: dataset {catalog.name!r} has no dev split for the grid search "
+                           "(catalog.dev_fraction must be > 0)")
+    train = _sample(train_all, config.train_queries, config.seed)
+    work = _work_dir(out_dir, config, catalog)
+    work.mkdir(parents=True, exist_ok=True)
+    documents = catalog.docs(docs)
+    retriever = first_stage(catalog, config, params, docs)
+    pos = {t: i for i, t in enumerate(catalog.tool_ids)}
+
+    # 1. the cross-encoder
+    model_dir = work / "model"
+    if not (model_dir / "config.json").is_file():
+        ranked = retriever.search([q.text for q in train], config.hard_negative_depth).indices
+        pairs = mine_training_pairs([q.text for q in train], [{pos[t] for t in catalog.gold(q.id)} for q in train],
+                                    [list(r) for r in ranked], documents, hard_negatives=config.hard_negatives,
+                                    hard_negative_depth=config.hard_negative_depth,
+                                    random_negatives=config.random_negatives, seed=config.seed)
+        ce = train_cross_encoder(pairs, model_dir, base_model=config.base_model, max_length=config.max_length,
+                                 epochs=config.epochs, batch_size=config.batch_size, lr=config.lr,
+                                 warmup_ratio=config.warmup_ratio, seed=config.seed, device=config.device)
+        write_json(work / "cross_encoder.json", ce)
+    ce_report = json.loads((work / "cross_encoder.json").read_text(encoding="utf-8"))
+
+    # 2. the query-type classifier (training queries; accuracy on dev)
+    clf = QueryTypeClassifier(params.dense)
+    clf_train = _sample(train_all, config.classifier_queries, config.seed + 1)
+    clf_report = clf.fit([q.text for q in clf_train], [is_multi_tool(catalog, q.id) for q in clf_train], config.seed)
+    dev_multi = np.array([is_multi_tool(catalog, q.id) for q in dev])
+    pred = clf.predict_multi([q.text for q in dev])
+    clf_report["dev_accuracy"] = float((pred == dev_multi).mean())
+    clf_report["dev_multi_fraction"] = float(dev_multi.mean())
+
+    # 3. the dev grid on cached cross-encoder scores
+    seen = SeenSet.from_queries(catalog, train, config.seen_level)
+    lib = library(catalog.tools, seen)
+    scorer = CrossEncoderScorer(model_dir, config.max_length, config.batch_size_predict, config.device,
+                                config.score_cache, config.quantize)
+    dev_ranking = retriever.search([q.text for q in dev], config.candidates)
+    cands = [[int(i) for i in row if i >= 0] for row in dev_ranking.indices]
+    scorer.score_pairs([(q.text, documents[c]) for q, row in zip(dev, cands) for c in row], progress=True)
+    emb = _document_embeddings(params, documents)
+    views = _views(dev, cands, scorer, documents, emb)
+    grid = config.grid
+    modes = ["multi" if m else "single" for m in pred]
+    gold = [{pos[t] for t in catalog.gold(q.id)} for q in dev]
+    search = _grid_search(views, modes, gold, lib, grid, config)
+    oracle = ["multi" if m else "single" for m in dev_multi]
+    search["dev_baselines"] = _dev_baselines(views, gold, lib, search["selected"], config, modes, oracle, grid.metric)
+
+    report = {"train_dataset": catalog.name, "config": config.training().to_dict(), "docs": docs,
+              "n_train_queries": len(train), "n_train_split": len(train_all), "n_dev_queries": len(dev),
+              "cross_encoder": ce_report, "classifier": clf_report,
+              "seen": {"apis": len(seen.apis), "tools": len(seen.tools), "level_default": config.seen_level},
+              "grid": search, "selected": search["selected"], "paper_best": PAPER_BEST,
+              "scorer": dict(scorer.stats)}
+    with atomic_directory(out_dir) as tmp:
+        shutil.copytree(model_dir, tmp / "model")
+        clf.save(tmp)
+        (tmp / SEEN).write_text(json.dumps({"apis": seen.to_list()}), encoding="utf-8")
+        (tmp / REPORT).write_text(json.dumps(report, indent=1), encoding="utf-8")
+    shutil.rmtree(work, ignore_errors=True)
+    return report
+
+
+def _document_embeddings(params: CoreParams, documents: list[str]) -> np.ndarray:
+    from toolret.retrieval.dense import DenseRetriever
+
+    return DenseRetriever(params.dense).encode_documents(documents)
+
+
+def _views(queries, cands, scorer, documents, emb):
+    from toolret.methods.toolrerank.rerank import QueryView
+
+    def view(text, row):
+        return QueryView(row, score_fn=lambda items: scorer.score_pairs([(text, documents[i]) for i in items]),
+                         sim_fn=lambda items: emb[items] @ emb[items].T)
+
+    return [view(q.text, row) for q, row in zip(queries, cands)]
+
+
+def _grid_search(views, modes, gold, lib, grid, config: ToolRerankConfig) -> dict[str, Any]:
+    from toolret.methods.toolrerank.rerank import grid_search
+
+    values = {k: getattr(grid, k) for k in ("m_s", "m_u", "tau_s", "tau_m", "n")}
+    return grid_search(views, modes, gold, lib, values, grid.metric, PAPER_BEST,
+                       extend_unseen=config.extend_unseen, extend_seen=config.extend_seen)
+
+
+def _dev_baselines(views, gold, lib, selected, config, modes, oracle, metric) -> dict[str, float]:
+    """Dev ``metric`` of the first stage, Rerank-m and the hierarchy variants at the selected setting."""
+    from toolret.methods.toolrerank.rerank import Setting, rerank_m, toolrerank
+    from toolret.metrics import per_query_metrics
+
+    k = int(metric.split("@")[1])
+    gold_map = {str(i): {str(t) for t in g} for i, g in enumerate(gold)}
+
+    def mean(make) -> float:
+        ranked = {str(i): [str(t) for t in make(i)] for i in range(len(views))}
+        return float(per_query_metrics(ranked, gold_map, [k])[1][metric].mean())
+
+    s = Setting(**selected, extend_unseen=config.extend_unseen, extend_seen=config.extend_seen)
+    out = {"first_stage": mean(lambda i: views[i].candidates)}
+    for m in sorted(set(config.grid.m_s) | set(config.grid.m_u)):
+        out[f"rerank-{m}"] = mean(lambda i, m=m: rerank_m(views[i], m))
+    for mode in ("none", "single", "multi"):
+        out[f"toolrerank[{mode}]"] = mean(lambda i, mode=mode: toolrerank(views[i], mode, s, lib))
+    out["toolrerank[classifier]"] = mean(lambda i: toolrerank(views[i], modes[i], s, lib))
+    out["toolrerank[oracle]"] = mean(lambda i: toolrerank(views[i], oracle[i], s, lib))
+    return out
+
+
+__all__ = ["artifact_complete", "first_stage", "library", "read_report", "read_seen", "train_artifact"]
