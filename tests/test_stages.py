@@ -46,3 +46,14 @@ def test_a_method_package_is_a_dep_of_its_own_stages_only():
         assert "toolret/methods/reinvoke/__init__.py" in deps[stage], stage
     # baselines register the components the core stages build, so they stay deps of those
     assert "toolret/methods/baselines/__init__.py" in deps["evaluate"]
+
+
+def test_a_stage_with_only_if_exists_only_where_its_param_is_non_empty():
+    import yaml as _yaml
+
+    params = load_params(ROOT / "params.yaml")
+    assert params.toolrerank_datasets, "the project evaluates ToolRerank somewhere"
+    with_it = _yaml.safe_load(render_dvc_yaml(params))["stages"]
+    without = _yaml.safe_load(render_dvc_yaml(params.replace(toolrerank_datasets=[])))["stages"]
+    assert "toolrerank_train" in with_it and "toolrerank_train" not in without
+    assert set(with_it) - set(without) == {"toolrerank_train"}

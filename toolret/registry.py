@@ -126,6 +126,7 @@ class StageTemplate:
     costly: bool = False  # hours of training / generation: `make run` runs it only where its outputs exist
     components: tuple[str, ...] = ()  # pipelines / components the command builds (their packages are code deps)
     components_param: str | None = None  # ... or a params list naming them (e.g. "methods")
+    only_if: str | None = None  # a params key (dotted); the stage is generated only where its value is non-empty
 
 
 _REPORTS: dict[str, str] = {}

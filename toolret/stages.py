@@ -230,6 +230,16 @@ def _stage_dict(t: StageTemplate, params: Any) -> dict[str, Any]:
     return body
 
 
+def _enabled(t: StageTemplate, params: Any) -> bool:
+    """``only_if``: e.g. ToolRerank's training stage exists only where ``toolrerank_datasets`` names a dataset."""
+    if not t.only_if:
+        return True
+    value: Any = params
+    for part in t.only_if.split("."):
+        value = value.get(part) if isinstance(value, dict) else getattr(value, part, None)
+    return bool(value)
+
+
 def render_dvc_yaml(params: Any = None) -> str:
     """The text of ``dvc.yaml`` for the registered stage templates (``params``: the validated
     ``params.yaml``, which names the methods the index / evaluate matrices build)."""
@@ -239,7 +249,7 @@ def render_dvc_yaml(params: Any = None) -> str:
     from toolret.registry import stage_templates
 
     params = params if params is not None else load_params()
-    stages = {t.name: _stage_dict(t, params) for t in stage_templates()}
+    stages = {t.name: _stage_dict(t, params) for t in stage_templates() if _enabled(t, params)}
     return HEADER + yaml.safe_dump({"stages": stages}, sort_keys=False, width=120, allow_unicode=True)
 
 

@@ -19,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from orch_helpers import REPO, fixture_params, make_dvc_project, make_instance  # noqa: E402
+from orch_helpers import REPO, fixture_dvc_yaml, fixture_params, make_dvc_project, make_instance  # noqa: E402
 
 
 @dataclass
@@ -42,8 +42,8 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Pipeline:
 
     base = tmp_path_factory.mktemp("pipeline")
     source = write_fixture_catalog(base / "sources" / "fixture", n_tools=30, n_train=40, n_test=20, seed=0)
-    project = make_dvc_project(base / "project", (REPO / "dvc.yaml").read_text(encoding="utf-8"),
-                               fixture_params(source, methods=["bm25"], finetune=False))
+    params = fixture_params(source, methods=["bm25"], finetune=False)
+    project = make_dvc_project(base / "project", fixture_dvc_yaml(params), params)
     saved = os.environ.pop("MLFLOW_TRACKING_URI", None)
     instance = make_instance(base / "dagster_home")
     defs = build_definitions(project)

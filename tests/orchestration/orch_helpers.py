@@ -76,6 +76,13 @@ def fixture_params(source_dir: Path, methods: list[str], finetune: bool) -> dict
     for key in list(params):  # every per-method dataset list (finetune_datasets, reinvoke_datasets ...)
         if key.endswith("_datasets"):
             params[key] = []
+    from toolret.registry import stage_templates
+
+    for t in stage_templates():  # ... and every other list a stage iterates over (e.g. qta.runs)
+        if t.foreach and t.foreach.startswith("${") and "." in t.foreach:
+            section, _, key = t.foreach[2:-1].partition(".")
+            if isinstance(params.get(section), dict) and key in params[section]:
+                params[section][key] = type(params[section][key])()
     params["datasets"] = ["fixture"]
     params["finetune_datasets"] = ["fixture"] if finetune else []
     params["methods"] = methods
@@ -83,6 +90,14 @@ def fixture_params(source_dir: Path, methods: list[str], finetune: bool) -> dict
     ft = params.setdefault("finetune", {})
     ft.update({"epochs": 1, "batch_size": 8, "max_train_pairs": 32})
     return params
+
+
+def fixture_dvc_yaml(params: dict[str, Any]) -> str:
+    """``dvc.yaml`` as ``make stages`` writes it for these params (stages gated by ``only_if`` drop out)."""
+    from toolret.config import validate_params
+    from toolret.stages import render_dvc_yaml
+
+    return render_dvc_yaml(validate_params(params, "fixture params"))
 
 
 def make_instance(home: Path):
