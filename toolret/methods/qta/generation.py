@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from toolret.llm.base import ChatMessage, SampleRequest, SamplingParams
+from toolret.llm.lazy import LazyCachedLLM
 from toolret.methods.qta.config import QTAConfig
 
 SYSTEM = (
@@ -83,13 +84,6 @@ def inference_sampling(cfg: QTAConfig) -> SamplingParams:
     return SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=0.0, repetition_penalty=1.1)
 
 
-def llm_cache_path(cfg: QTAConfig) -> Path:
-    from toolret.config import cache_home
-
-    root = Path(cfg.cache_dir) if cfg.cache_dir else cache_home() / "llm"
-    return root / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', cfg.llm_model) or 'model'}.jsonl"
-
-
 def adapter_sha(adapter: str | Path) -> str:
     """Short sha256 of an adapter's weights (its identity in cache keys)."""
     h = hashlib.sha256()
@@ -112,44 +106,16 @@ def merge_adapter(generator, adapter: str | Path):
     return generator
 
 
-class QTALLM:
-    """A cached generator over the local model (+ an adapter), built on first use.
-
-    ``generator``: any ``toolret.llm.base.Generator`` (tests pass a tiny model or a fake); it is wrapped in
-    the JSONL cache at ``cache_path`` unless it already is a ``CachedGenerator``.
-    """
+class QTALLM(LazyCachedLLM):
+    """QTA's LLM: the local transformers model (LoRA needs its weights), with ``adapter`` merged in, cached."""
 
     def __init__(self, cfg: QTAConfig, adapter: str | Path | None = None, cache_path: str | Path | None = None,
                  generator=None) -> None:
-        self.cfg = cfg
+        super().__init__(cfg, cache_path, generator)
         self.adapter = Path(adapter) if adapter else None
-        self.cache_path = Path(cache_path) if cache_path else llm_cache_path(cfg)
-        self._inner = generator
-        self._cached = None
 
-    @property
-    def generator(self):
-        if self._cached is None:
-            from toolret.llm.cache import CachedGenerator
-
-            inner = self._inner
-            if inner is None:
-                from toolret.llm.engines import build_generator
-
-                inner = build_generator("transformers", self.cfg.llm_model, device=self.cfg.llm_device,
-                                        batch_size=self.cfg.llm_batch_size, num_threads=self.cfg.llm_num_threads)
-            if self.adapter is not None:
-                merge_adapter(inner, self.adapter)
-            self._cached = inner if isinstance(inner, CachedGenerator) else CachedGenerator(inner, self.cache_path)
-        return self._cached
-
-    @property
-    def stats(self) -> dict[str, int]:
-        return dict(self._cached.stats) if self._cached is not None else {"hits": 0, "generated": 0}
-
-    def describe(self) -> dict[str, Any]:
-        g = self.generator
-        return {"model_id": g.model_id, "revision": g.revision}
+    def prepare(self, inner):
+        return merge_adapter(inner, self.adapter) if self.adapter is not None else inner
 
 
 def generate(llm: QTALLM, requests: Sequence[SampleRequest], params: SamplingParams) -> list:

@@ -21,54 +21,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from toolret.llm.lazy import LazyCachedLLM, llm_cache_path  # noqa: F401  (llm_cache_path: re-exported)
 from toolret.methods.reinvoke.config import ReInvokeConfig
 
 
-def llm_cache_path(cfg: ReInvokeConfig) -> Path:
-    """One JSONL cache per LLM (records are keyed by prompt, model and sampling, so every catalogue --
-    and every catalogue sharing a corpus -- shares it); under the machine's cache home by default."""
-    from toolret.config import cache_home
+class LazyLLM(LazyCachedLLM):
+    """Re-Invoke's LLM: the engine ``reinvoke.llm_engine`` names (local or a served one), cached."""
 
-    root = Path(cfg.cache_dir) if cfg.cache_dir else cache_home() / "llm"
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", cfg.llm_model) or "model"
-    return root / f"{safe}.jsonl"
+    def build(self):
+        from toolret.llm.engines import build_generator
 
-
-class LazyLLM:
-    """A ``CachedGenerator`` over the local transformers backend, built on first use.
-
-    ``generator`` may be any ``toolret.llm.base.Generator`` (tests pass a fake one); it is wrapped in
-    the JSONL cache at ``cache_path`` unless it already is a ``CachedGenerator``.
-    """
-
-    def __init__(self, cfg: ReInvokeConfig, cache_path: str | Path | None = None, generator=None) -> None:
-        self.cfg = cfg
-        self.cache_path = Path(cache_path) if cache_path else llm_cache_path(cfg)
-        self._inner = generator
-        self._cached = None
-
-    @property
-    def generator(self):
-        if self._cached is None:
-            from toolret.llm.cache import CachedGenerator
-
-            inner = self._inner
-            if inner is None:
-                from toolret.llm.engines import build_generator
-
-                inner = build_generator(self.cfg.llm_engine, self.cfg.llm_model, device=self.cfg.llm_device,
-                                        batch_size=self.cfg.llm_batch_size, num_threads=self.cfg.llm_num_threads,
-                                        base_url=self.cfg.llm_base_url)
-            self._cached = inner if isinstance(inner, CachedGenerator) else CachedGenerator(inner, self.cache_path)
-        return self._cached
-
-    @property
-    def stats(self) -> dict[str, int]:
-        return dict(self._cached.stats) if self._cached is not None else {"hits": 0, "generated": 0}
+        return build_generator(self.cfg.llm_engine, self.cfg.llm_model, device=self.cfg.llm_device,
+                               batch_size=self.cfg.llm_batch_size, num_threads=self.cfg.llm_num_threads,
+                               base_url=self.cfg.llm_base_url)
 
     def describe(self) -> dict[str, Any]:
-        g = self.generator
-        return {"model_id": g.model_id, "revision": g.revision, "cache": str(self.cache_path)}
+        return {**super().describe(), "cache": str(self.cache_path)}
 
 
 # ------------------------------------------------------------------ sampling settings

@@ -1,0 +1,61 @@
+"""A method's LLM: a ``CachedGenerator`` over an engine built on first use (shared by Re-Invoke and QTA).
+
+``cfg`` is the method's config section; it names the model and backend settings (``llm_model``,
+``llm_device``, ``llm_batch_size``, ``llm_num_threads``, ``cache_dir``). Subclasses choose the engine
+(:meth:`LazyCachedLLM.build`) and may adapt the built generator before it is cached (:meth:`prepare`).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+
+def llm_cache_path(cfg: Any) -> Path:
+    """One JSONL cache per LLM (records are keyed by prompt, model and sampling, so every catalogue --
+    and every method -- shares it); under the machine's cache home by default."""
+    from toolret.config import cache_home
+
+    root = Path(cfg.cache_dir) if cfg.cache_dir else cache_home() / "llm"
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", cfg.llm_model) or "model"
+    return root / f"{safe}.jsonl"
+
+
+class LazyCachedLLM:
+    """``generator`` may be any ``toolret.llm.base.Generator`` (tests pass a tiny or fake one); it is
+    wrapped in the JSONL cache at ``cache_path`` unless it already is a ``CachedGenerator``."""
+
+    def __init__(self, cfg: Any, cache_path: str | Path | None = None, generator=None) -> None:
+        self.cfg = cfg
+        self.cache_path = Path(cache_path) if cache_path else llm_cache_path(cfg)
+        self._inner = generator
+        self._cached = None
+
+    def build(self):
+        """The engine (default: the local transformers backend)."""
+        from toolret.llm.engines import build_generator
+
+        return build_generator("transformers", self.cfg.llm_model, device=self.cfg.llm_device,
+                               batch_size=self.cfg.llm_batch_size, num_threads=self.cfg.llm_num_threads)
+
+    def prepare(self, inner):
+        """Adapt the built (or injected) generator before it is cached."""
+        return inner
+
+    @property
+    def generator(self):
+        if self._cached is None:
+            from toolret.llm.cache import CachedGenerator
+
+            inner = self.prepare(self._inner if self._inner is not None else self.build())
+            self._cached = inner if isinstance(inner, CachedGenerator) else CachedGenerator(inner, self.cache_path)
+        return self._cached
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return dict(self._cached.stats) if self._cached is not None else {"hits": 0, "generated": 0}
+
+    def describe(self) -> dict[str, Any]:
+        g = self.generator
+        return {"model_id": g.model_id, "revision": g.revision}
