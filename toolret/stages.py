@@ -17,7 +17,6 @@ for its result makes ``dvc status`` name that stage, and editing anything else d
 from __future__ import annotations
 
 import ast
-import importlib.util
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from toolret.catalog.loaders.beir import load_beir
-from toolret.catalog.model import Catalog, CatalogError, Query, Tool
+from toolret.catalog.model import Catalog, CatalogError, Query
 from toolret.catalog.validation import MAX_DOC_CHARS, ValidationReport, catalog_frames, validate_catalog
 
 

@@ -4,7 +4,12 @@ The converted model lives in data/models/llm/ (shared with benchmarks and pipeli
 converts it from the GGUF package (~30-50 s), later runs load it in < 1 s.
 """
 
+import sys
+from pathlib import Path
+
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # helper modules of this folder (_kill9)
 
 
 @pytest.fixture(scope="session")

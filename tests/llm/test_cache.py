@@ -1,16 +1,8 @@
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 from toolret.llm.base import SamplingParams
 from toolret.llm.cache import CachedGenerator, read_records, record_key
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
+from _kill9 import kill_after_first_record
+
 PARAMS = SamplingParams(max_new_tokens=8)
 
 
@@ -68,25 +60,8 @@ def test_truncated_last_line_is_tolerated(generator, tmp_path):
 
 def test_resume_after_kill_9(model_folder, generator, tmp_path):
     path = tmp_path / "cache.jsonl"
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, str(HERE / "_cache_worker.py"), str(path), str(model_folder)], env=env)
-    try:
-        deadline = time.time() + 120
-        while time.time() < deadline and proc.poll() is None:
-            if path.exists() and path.read_bytes().count(b"\n") >= 1:
-                break
-            time.sleep(0.01)
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(30)
-    assert proc.returncode == -signal.SIGKILL, "worker finished before it could be killed"
-    landed, _ = read_records(path)
+    landed, w = kill_after_first_record("_cache_worker", path, str(model_folder))
     assert 1 <= len(landed) < 8
-    sys.path.insert(0, str(HERE))
-    try:
-        import _cache_worker as w
-    finally:
-        sys.path.remove(str(HERE))
     counting = Counting(generator)
     cg = CachedGenerator(counting, path)
     outs = cg.generate(w.PROMPTS, w.PARAMS)

@@ -6,7 +6,6 @@ mid-run losing nothing the server answered."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -18,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from toolret.llm.base import SampleRequest, SamplingParams, canonical_chat, sample_seed, sha256_text
-from toolret.llm.cache import CachedGenerator, read_records
+from toolret.llm.cache import CachedGenerator
 from toolret.llm.openai_backend import LLMServerError, OpenAIConfig, OpenAIGenerator
+
+from _kill9 import kill_after_first_record
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -136,25 +137,8 @@ def test_no_server_url_is_a_clear_error(monkeypatch):
 
 def test_kill_9_mid_run_keeps_what_was_answered(server, tmp_path):
     path = tmp_path / "cache.jsonl"
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, str(HERE / "_http_cache_worker.py"), str(path), server], env=env)
-    try:
-        deadline = time.time() + 120
-        while time.time() < deadline and proc.poll() is None:
-            if path.exists() and path.read_bytes().count(b"\n") >= 1:
-                break
-            time.sleep(0.01)
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(30)
-    assert proc.returncode == -signal.SIGKILL, "worker finished before it could be killed"
-    landed, _ = read_records(path)
+    landed, w = kill_after_first_record("_http_cache_worker", path, server)
     assert 1 <= len(landed) < 6
-    sys.path.insert(0, str(HERE))
-    try:
-        import _http_cache_worker as w
-    finally:
-        sys.path.remove(str(HERE))
     before = _health(server)["requests"]
     cg = CachedGenerator(_client(server, max_concurrency=2), path)
     outs = cg.generate(w.PROMPTS, w.PARAMS)

@@ -19,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from orch_helpers import REPO, fixture_dvc_yaml, fixture_params, make_dvc_project, make_instance  # noqa: E402
+from orch_helpers import fixture_dvc_yaml, fixture_params, make_dvc_project, make_instance  # noqa: E402
 
 
 @dataclass

@@ -11,8 +11,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 

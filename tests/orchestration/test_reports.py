@@ -8,7 +8,6 @@ an evaluation result. ``dvc repro`` runs once per module; each test logs into it
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 

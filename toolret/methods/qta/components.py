@@ -176,7 +176,7 @@ class QTARewriter:
     def write_artifact(self, catalog: Catalog, split: str, out: str | Path) -> dict[str, Any]:
         """Rewrite every judged query of ``split`` into ``out`` (JSONL + meta; ``toolret rewrite``)."""
         from toolret.methods.qta.generation import PROMPT_VERSION
-        from toolret.methods.qta.preferences import write_jsonl
+        from toolret.jsonl_artifacts import write_jsonl
 
         queries = catalog.split(split)
         records = self.outputs_for([q.text for q in queries])

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from toolret.catalog.model import Catalog, CatalogError
+from toolret.jsonl_artifacts import meta_path, read_jsonl, write_jsonl
 from toolret.llm.base import SampleRequest
 from toolret.methods.qta.config import QTAConfig
 from toolret.methods.qta.generation import (
@@ -128,29 +129,6 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def meta_path(path: str | Path) -> Path:
-    path = Path(path)
-    return path.with_name(path.name.removesuffix(".jsonl") + ".meta.json")
-
-
-def write_jsonl(path: str | Path, records: Sequence[dict[str, Any]], meta: dict[str, Any] | None = None) -> Path:
-    """Records (+ ``.meta.json``) atomically; the meta's ``run_info`` (timings, cache hits) goes to the untracked
-    run-info sidecar, so the artifact's md5 depends only on what made it."""
-    from toolret.atomic import atomic_path, write_json
-    from toolret.evaluation import run_info_path
-
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-    if meta is not None:
-        meta = dict(meta)
-        info = meta.pop("run_info", None)
-        if info is not None:
-            write_json(run_info_path(meta_path(path)), info)
-        write_json(meta_path(path), meta)
-    return path
-
-
 def preference_key(catalog: Catalog, cfg: QTAConfig, retriever_model: str, docs: str) -> dict[str, Any]:
     """What a preference artifact was made from (a stored one is reused only when this matches)."""
     return {"dataset": catalog.name, "train_query_ids": sorted(q.id for q in catalog.split("train")),
@@ -180,15 +158,7 @@ def load_preferences(path: str | Path, key: dict[str, Any], rounds: int) -> list
     meta = json.loads(mp.read_text(encoding="utf-8"))
     if meta.get("key") != json.loads(json.dumps(key)) or meta.get("rounds", 0) < rounds:
         return None
-    records = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except ValueError as e:
-            raise CatalogError(f"{path}: line {i + 1} is not JSON ({e})") from None
-    return records
+    return read_jsonl(path)
 
 
 def dpo_pairs(records: Sequence[dict[str, Any]], m: int) -> list[dict[str, Any]]:

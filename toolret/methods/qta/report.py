@@ -16,10 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from toolret.atomic import write_text
+from toolret.report_file import write_report_file
 
 METRICS = ("comp@5", "comp@10", "ndcg@5")
-NOTES_MARKER = "<!-- hand-written analysis below: kept when the report is regenerated -->"
 
 
 def _read(path: Path) -> dict[str, Any] | None:
@@ -132,14 +131,7 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, note
             "CIs per fold: percentile bootstrap over that fold's test queries; p: paired randomization test against "
             "dense on the same queries. Paper: QTA Table 2 (Mistral-7B, m = 100, 3 epochs).", ""]
     body = "\n".join(head + mean_lines + ["", "## Per run", ""] + sections)
-    body += "\n## All numbers (JSON)\n\n```json\n" + json.dumps(data, indent=1) + "\n```\n"
-    kept = ""
-    if out.is_file() and NOTES_MARKER in out.read_text(encoding="utf-8"):
-        kept = out.read_text(encoding="utf-8").split(NOTES_MARKER, 1)[1]
-    if notes:
-        kept += "\n" + Path(notes).read_text(encoding="utf-8")
-    write_text(out, body + "\n" + NOTES_MARKER + kept)
-    return out
+    return write_report_file(out, body, data, notes)
 
 
 __all__ = ["mean_ci", "run_section", "write_report"]

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from toolret.atomic import atomic_path, write_json
 from toolret.catalog.model import Catalog, CatalogError
+from toolret.jsonl_artifacts import meta_path, read_jsonl, write_jsonl
 from toolret.methods.reinvoke.config import ReInvokeConfig
 from toolret.methods.reinvoke.generation import (
     LazyLLM,
@@ -37,35 +37,6 @@ from toolret.methods.reinvoke.generation import (
 
 def doc_sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
-def meta_path(path: str | Path) -> Path:
-    path = Path(path)
-    return path.with_name(path.name.removesuffix(".jsonl") + ".meta.json")
-
-
-def write_jsonl(path: str | Path, records: Sequence[dict[str, Any]], meta: dict[str, Any] | None = None) -> Path:
-    """Records (+ their ``.meta.json``) atomically; a meta's ``run_info`` (timings, cache hits) goes to the
-    untracked run-info sidecar so the artifact's md5 depends only on what made it."""
-    from toolret.evaluation import run_info_path
-
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-    if meta is not None:
-        meta = dict(meta)
-        info = meta.pop("run_info", None)
-        if info is not None:
-            write_json(run_info_path(meta_path(path)), info)
-        write_json(meta_path(path), meta)
-    return path
-
-
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    path = Path(path)
-    if not path.is_file():
-        raise CatalogError(f"{path}: artifact not found (run the Re-Invoke generation stage first)")
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def _meta(kind: str, catalog: Catalog, cfg: ReInvokeConfig, llm: LazyLLM, records, seconds: float,

@@ -139,7 +139,8 @@ class ReInvokeIndex:
             return
         if self.llm is None or self.artifact is None:
             raise CatalogError("reinvoke-qgen: fitting needs an LLM and an artifact path")
-        from toolret.methods.reinvoke.artifacts import build_synthetic_queries, write_jsonl
+        from toolret.jsonl_artifacts import write_jsonl
+        from toolret.methods.reinvoke.artifacts import build_synthetic_queries
 
         self._synthetic, meta = build_synthetic_queries(catalog, self.config, llm=self.llm)
         meta["round_trip"] = self.round_trip(catalog)
@@ -242,7 +243,7 @@ class ReInvokeIndex:
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> None:
-        from toolret.methods.reinvoke.artifacts import write_jsonl
+        from toolret.jsonl_artifacts import write_jsonl
         from toolret.registry import write_component_meta
 
         with atomic_directory(path) as tmp:
@@ -257,7 +258,7 @@ class ReInvokeIndex:
 
     @classmethod
     def load(cls, path: str | Path) -> ReInvokeIndex:
-        from toolret.methods.reinvoke.artifacts import read_jsonl
+        from toolret.jsonl_artifacts import read_jsonl
         from toolret.registry import COMPONENT_FILE
         from toolret.retrieval.bm25 import BM25Config, BM25Retriever
         from toolret.retrieval.dense import DenseConfig, DenseRetriever

@@ -18,10 +18,9 @@ import json
 import re
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from toolret.llm.lazy import LazyCachedLLM, llm_cache_path  # noqa: F401  (llm_cache_path: re-exported)
+from toolret.llm.lazy import LazyCachedLLM
 from toolret.methods.reinvoke.config import ReInvokeConfig
 
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from toolret.atomic import write_text
+from toolret.report_file import write_report_file
 
 # Paper Table 3 (dense, Vertex AI gecko + text-bison), nDCG@5 per column: ToolE single-/multi-tool and
 # ToolBench I1/I2/I3. MTRB-MetaTool is built from MetaTool/ToolE (single-tool); MTRB-RestBench and
@@ -121,7 +121,7 @@ def dataset_section(runs: Path, ds: str, kind: str | None, artifacts: Path, n: i
         d = hyde["metrics"]["ndcg@5"] - b.get("ndcg@5", float("nan"))
         rel = d / b["ndcg@5"] if b.get("ndcg@5") else float("nan")
         ph, pb = (PAPER_HYDE.get(kind), PAPER_TABLE3.get(kind, {}).get("baseline")) if kind else (None, None)
-        lines.append(f"| HyDE (dense) | " + " | ".join(_cell(hyde["metrics"], hyde["ci95"], m) for m in METRICS)
+        lines.append("| HyDE (dense) | " + " | ".join(_cell(hyde["metrics"], hyde["ci95"], m) for m in METRICS)
                      + f" | {d:+.3f} ({rel:+.0%}) | - | {f'{ph:.3f}' if ph else '-'} | "
                      + (f"{(ph - pb) / pb:+.0%}" if ph and pb else "-") + " |")
     lines.append("")
@@ -151,11 +151,8 @@ def dataset_section(runs: Path, ds: str, kind: str | None, artifacts: Path, n: i
     return "\n".join(lines), data
 
 
-NOTES_MARKER = "<!-- hand-written analysis below: kept when the report is regenerated -->"
-
-
 def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, notes: str | None = None) -> Path:
-    """Write the tables + JSON; text after :data:`NOTES_MARKER` in an existing ``out`` is kept."""
+    """Write the tables + JSON; text after :data:`toolret.report_file.NOTES_MARKER` in an existing ``out`` is kept."""
     from toolret.config import data_dir
 
     sections, data = [], {}
@@ -179,12 +176,4 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, note
         "",
     ]
     body = "\n".join(head + sections)
-    body += "\n## All numbers (JSON)\n\n```json\n" + json.dumps(data, indent=1) + "\n```\n"
-    kept = ""
-    if out.is_file() and NOTES_MARKER in out.read_text(encoding="utf-8"):
-        kept = out.read_text(encoding="utf-8").split(NOTES_MARKER, 1)[1]
-    if notes:
-        kept += "\n" + Path(notes).read_text(encoding="utf-8")
-    body += "\n" + NOTES_MARKER + (kept if kept.startswith("\n") else "\n" + kept)
-    write_text(out, body)
-    return out
+    return write_report_file(out, body, data, notes)

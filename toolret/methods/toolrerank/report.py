@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from toolret.atomic import write_text
+from toolret.report_file import write_report_file
 
 # Paper Table 3 (NDCG@5, Recall@5), bert-base DPR + cross-encoder on ToolBench's 16k APIs
 PAPER_TABLE3 = {
@@ -222,11 +222,7 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, note
               "```json", json.dumps({"selected": art["selected"], "dev": art["grid"].get("dev_baselines"),
                                      "by_truncation": art["grid"].get("by_truncation"), "classifier": art["classifier"],
                                      "cross_encoder": art["cross_encoder"], "seen": art["seen"]}, indent=1), "```", ""]
-    body = "\n".join(lines) + "\n## All numbers (JSON)\n\n```json\n" + json.dumps(data, indent=1, default=str) + "\n```\n"
-    if notes:
-        body += "\n" + Path(notes).read_text(encoding="utf-8")
-    write_text(out, body)
-    return out
+    return write_report_file(out, "\n".join(lines), data, notes)
 
 
 __all__ = ["PAPER_TABLE3", "dataset_data", "write_report"]
