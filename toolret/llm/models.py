@@ -24,6 +24,7 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +76,19 @@ KNOWN_MODELS: dict[str, GGUFPackageSource] = {
 }
 
 SOURCE_FILE = "toolret_source.json"  # provenance written next to the converted weights
+
+
+def model_slug(name_or_path: str | os.PathLike) -> str:
+    """A file-name-safe name of a generator model: its ``KNOWN_MODELS`` name or its folder's name."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name_or_path).rstrip("/").rsplit("/", 1)[-1]) or "llm"
+
+
+def generator_artifact_dir(root: str | os.PathLike, llm_model: str, default_model: str) -> Path:
+    """Where a method's generated artifacts for ``llm_model`` live: ``root`` for the method's default
+    generator (the DVC-tracked files), ``root/<model slug>`` for any other, so an ad-hoc run with another
+    model (``--set reinvoke.llm_model=...``) never overwrites the versioned artifacts."""
+    root = Path(root)
+    return root if llm_model == default_model else root / model_slug(llm_model)
 
 
 def set_offline_env() -> None:

@@ -43,7 +43,10 @@ def _build(trained: bool):
 
         cfg = ctx.params.qta.component_config()
         docs = cfg.docs_for(base_dataset(ctx.catalog))
-        preferences = ctx.artifact_dir(ARTIFACTS) / "preferences.jsonl"
+        from toolret.llm.models import generator_artifact_dir
+        from toolret.methods.qta.config import DEFAULT_LLM
+
+        preferences = generator_artifact_dir(ctx.artifact_dir(ARTIFACTS), cfg.llm_model, DEFAULT_LLM) / "preferences.jsonl"
         adapter_root = None
         if trained:
             adapter_root = Path(cfg.adapter_from) if cfg.adapter_from else (

@@ -25,7 +25,6 @@ where we depart from it for 2 CPU cores, are ours and written down here:
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -109,7 +108,9 @@ class QTAConfig(StrictModel):
         """Sub-folder of the adapter artifact for ``m``: ``m10`` (``m10-<llm>`` for a non-default LLM)."""
         name = f"m{self.m if m is None else m}"
         if self.llm_model != DEFAULT_LLM:
-            name += "-" + (re.sub(r"[^A-Za-z0-9_.-]+", "_", self.llm_model.rstrip("/").rsplit("/", 1)[-1]) or "llm")
+            from toolret.llm.models import model_slug
+
+            name += "-" + model_slug(self.llm_model)
         return name
 
     def sampling_key(self) -> dict:

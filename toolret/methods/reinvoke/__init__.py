@@ -39,13 +39,21 @@ def _config(ctx: BuildContext):
     return ctx.params.reinvoke.component_config()
 
 
+def _generated(ctx: BuildContext, cfg, name: str) -> Path:
+    """``data/reinvoke/<dataset>/<name>.jsonl`` (``.../<model slug>/`` for a non-default generator)."""
+    from toolret.llm.models import generator_artifact_dir
+    from toolret.methods.reinvoke.config import DEFAULT_LLM
+
+    return generator_artifact_dir(ctx.artifact_dir(ARTIFACTS), cfg.llm_model, DEFAULT_LLM) / f"{name}.jsonl"
+
+
 def _index(backbone: str):
     def build(ctx: BuildContext):
         from toolret.methods.reinvoke.components import ReInvokeIndex
         from toolret.methods.reinvoke.generation import LazyLLM
 
         cfg = _config(ctx)
-        artifact = Path(ctx.model) if ctx.model else ctx.artifact_dir(ARTIFACTS) / "synthetic_queries.jsonl"
+        artifact = Path(ctx.model) if ctx.model else _generated(ctx, cfg, "synthetic_queries")
         return ReInvokeIndex(cfg, backbone, dense_config=ctx.params.dense, bm25_config=ctx.params.bm25,
                              llm=LazyLLM(cfg), artifact=artifact)
 
@@ -66,7 +74,7 @@ def _rewriter(kind: str):
 
         cfg = _config(ctx)
         cls = IntentRewriter if kind == "intents" else HydeRewriter
-        stored = load_artifact(ctx.artifact_dir(ARTIFACTS) / f"{kind}.jsonl", cfg)
+        stored = load_artifact(_generated(ctx, cfg, kind), cfg)
         return cls(cfg, llm=LazyLLM(cfg), outputs=stored)
 
     return build

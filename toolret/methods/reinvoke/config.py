@@ -26,6 +26,8 @@ from pydantic import Field, model_validator
 
 from toolret.config import GridVariant, StrictModel
 
+DEFAULT_LLM = "smollm2-135m-instruct"  # the generator whose outputs are the DVC-tracked artifacts
+
 
 class ReInvokeConfig(StrictModel):
     """Everything that determines Re-Invoke's components (the backbone's own settings are ``params.dense`` /
@@ -63,7 +65,7 @@ class ReInvokeConfig(StrictModel):
     intent_max_new_tokens: int = 96
     hyde_max_new_tokens: int = 80
     max_intents: int = 10
-    llm_model: str = "smollm2-135m-instruct"
+    llm_model: str = DEFAULT_LLM
     llm_engine: Literal["transformers", "llama.cpp", "openai"] = "transformers"  # llama.cpp: optional, no faster here
     llm_base_url: str | None = None  # llm_engine openai: e.g. http://127.0.0.1:8080/v1
     llm_batch_size: int = 64
