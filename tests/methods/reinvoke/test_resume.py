@@ -22,7 +22,7 @@ def test_second_synthetic_query_run_generates_nothing(tmp_path):
              Tool("t3", "ConvertCurrency", {"original": "ConvertCurrency: convert money between currencies."})]
     catalog = Catalog("tiny", tools, [Query("q1", "weather in Rome", "test")], {"q1": {"t1": 1}})
     cfg = ReInvokeConfig(n_queries=2, generate_queries=2, query_max_new_tokens=24, cache_dir=str(tmp_path / "cache"),
-                         llm_batch_size=8, llm_num_threads=1)
+                         llm_batch_size=8, llm_num_threads=1, llm_model="smollm2-135m-instruct")
     assert llm_cache_path(cfg).parent == tmp_path / "cache"
     out = tmp_path / "synthetic_queries.jsonl"
     llm = LazyLLM(cfg, llm_cache_path(cfg))
