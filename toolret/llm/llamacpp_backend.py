@@ -75,7 +75,6 @@ def resolve_gguf(model: str) -> Path:
     return path
 
 
-
 class LlamaCppGenerator:
     """Batched, prefix-sharing llama.cpp generation behind the ``Generator`` protocol."""
 
