@@ -123,7 +123,8 @@ def test_cli_evaluate_trains_what_is_absent_on_a_fold(tmp_path, monkeypatch, tin
     assert result["components"]["qta-rewriter"]["llm_outputs"] == 15
     adapter = proj / "data" / "models" / "notrain-fold0of4" / "qta" / "m1-tiny-llama"
     assert (adapter / "adapter_model.safetensors").is_file()
-    prefs = proj / "data" / "qta" / "notrain-fold0of4" / "preferences.jsonl"
+    # a non-default generator (tiny-llama) keeps its generated artifacts under its own slug
+    prefs = proj / "data" / "qta" / "notrain-fold0of4" / "tiny-llama" / "preferences.jsonl"
     train_ids = {json.loads(line)["query_id"] for line in prefs.read_text().splitlines()}
     tested = {json.loads(line)["query_id"] for line in out.with_name("r.per_query.jsonl").read_text().splitlines()}
     assert len(train_ids) == 5 and not train_ids & tested  # never tested on a training query
