@@ -1,5 +1,5 @@
 """ToolRerank's overall procedure (Sec. 3.1) on a hand-built seen / unseen library, Rerank-m, the dev grid
-and the training-pair mining. Scores are fixed numbers per API (the procedure's input), so every
+and the training-example mining. Scores are fixed numbers per API (the procedure's input), so every
 expected list below is worked out by hand."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from toolret.methods.toolrerank.crossencoder import mine_training_pairs
+from toolret.methods.toolrerank.crossencoder import mine_training_pairs, mine_training_tuples
 from toolret.methods.toolrerank.rerank import Library, QueryView, Setting, grid_search, rerank_m, toolrerank
 
 # library positions: 0 x1, 1 y1, 2 z1, 3 y2, 4 x2, 5 x3   (tool X unseen, tool Y seen, tool Z unseen)
@@ -128,3 +128,70 @@ def test_mine_training_pairs():
     assert len(neg2) == 3 and {9, 10} <= set(neg2) and not {5, 6} & set(neg2)
     assert pairs == mine_training_pairs(["q1", "q2"], [{3}, {5, 6}], [[3, 1, 2, 4, 7, 8], [9, 5, 6, 10, 11, 12]], docs,
                                         hard_negatives=2, hard_negative_depth=4, random_negatives=1, seed=0)
+
+
+def test_mine_training_tuples_one_row_per_gold_api_with_hard_negatives_from_the_pool():
+    docs = [f"doc{i}" for i in range(20)]
+    ranked = [[3, 1, 2, 4, 7, 8], [9, 5, 6, 10, 11, 12], [0, 13]]
+    rows = mine_training_tuples(["q1", "q2", "q3"], [{3}, {5, 6}, {0, 13}], ranked, docs,
+                                hard_negatives=2, hard_negative_depth=4, seed=0)
+    # q3's pool (top 4 minus gold) is empty: no row; q1: one row, q2: one per gold API
+    assert sorted((r[0], r[1]) for r in rows) == [("q1", "doc3"), ("q2", "doc5"), ("q2", "doc6")]
+    assert all(len(r) == 4 for r in rows)
+    for q, _pos, *neg in rows:
+        pool = {"q1": {"doc1", "doc2", "doc4"}, "q2": {"doc9", "doc10"}}[q]
+        assert set(neg) <= pool and len(set(neg)) == 2  # sampled without replacement while the pool lasts
+    # a pool shorter than h repeats entries so every row has the same width
+    short = mine_training_tuples(["q"], [{0}], [[0, 1]], docs, hard_negatives=3, hard_negative_depth=2, seed=1)
+    assert short == [("q", "doc0", "doc1", "doc1", "doc1")]
+    assert rows == mine_training_tuples(["q1", "q2", "q3"], [{3}, {5, 6}, {0, 13}], ranked, docs,
+                                        hard_negatives=2, hard_negative_depth=4, seed=0)
+
+
+TOPICS = {"weather": "current weather forecast and temperature for a city",
+          "stocks": "real-time stock quotes and share prices for a ticker symbol",
+          "recipes": "cooking recipes with ingredients and preparation steps",
+          "flights": "flight schedules, departures and airline booking",
+          "movies": "movie reviews, ratings and cinema showtimes",
+          "football": "football match scores, fixtures and league tables",
+          "translate": "translate text between languages",
+          "currency": "currency exchange rates and money conversion"}
+ASKS = {"weather": ["will it rain in Paris tomorrow", "how hot is it in Cairo today"],
+        "stocks": ["what is Apple's share price", "show me the Tesla stock quote"],
+        "recipes": ["how do I cook a lasagna", "give me a recipe for pancakes"],
+        "flights": ["find a flight from Rome to Oslo", "when does the next plane to Tokyo leave"],
+        "movies": ["is the new Batman film any good", "which cinemas show Dune tonight"],
+        "football": ["who won the Arsenal game", "show the Premier League table"],
+        "translate": ["say good morning in Spanish", "translate this sentence into German"],
+        "currency": ["how many yen is 100 dollars", "convert 50 euros to pounds"]}
+
+
+def test_in_batch_loss_trains_a_cross_encoder_that_ranks_the_positive_first(tmp_path):
+    """The list-wise (in-batch) loss on a small topical set: after training, every query scores its own
+    API above the others (the offline MiniLM encoder with a fresh head starts at chance)."""
+    from toolret.methods.toolrerank.crossencoder import CrossEncoderScorer, train_cross_encoder
+
+    names = list(TOPICS)
+    rows = [(q, TOPICS[t], TOPICS[names[(i + 1) % len(names)]]) for i, t in enumerate(names) for q in ASKS[t]]
+    report = train_cross_encoder(rows, tmp_path / "ce", base_model="all-MiniLM-L6-v2", max_length=32, epochs=4,
+                                 batch_size=8, lr=1e-4, warmup_ratio=0.1, seed=0, loss="in_batch",
+                                 in_batch_negatives=4)
+    assert report["loss"] == "in_batch" and report["n_examples"] == 16 and report["steps"] == 8
+    scorer = CrossEncoderScorer(tmp_path / "ce", 32, cache="off")
+    queries = [q for t in names for q in ASKS[t]]
+    scores = scorer.score_pairs([(q, TOPICS[t]) for q in queries for t in names]).reshape(len(queries), len(names))
+    own = np.array([names.index(t) for t in names for _ in ASKS[t]])
+    assert (scores.argmax(1) == own).mean() >= 0.9
+    with pytest.raises(ValueError, match="toolrerank.loss"):
+        train_cross_encoder(rows, tmp_path / "x", base_model="all-MiniLM-L6-v2", max_length=32, epochs=1,
+                            batch_size=8, lr=1e-4, warmup_ratio=0.1, seed=0, loss="hinge")
+
+
+def test_separation_auc_counts_ordered_pairs_and_half_ties():
+    from toolret.methods.toolrerank.diagnostics import separation_auc
+
+    # (0.9 > 0.85) (0.9 > 0.1) (0.8 < 0.85) (0.8 > 0.1): 3 of 4
+    assert separation_auc([0.9, 0.8], [0.85, 0.1]) == pytest.approx(0.75)
+    assert separation_auc([0.5, 0.2], [0.5]) == pytest.approx(0.25)  # one tie (1/2) and one loss, of 2
+    with pytest.raises(ValueError):
+        separation_auc([], [0.1])

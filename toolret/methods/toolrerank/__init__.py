@@ -110,7 +110,7 @@ _ARTIFACT = "data/models/${toolrerank.train_dataset}/toolrerank"
 register_stage(StageTemplate(
     name="toolrerank_train", order=32, costly=True, only_if="toolrerank_datasets",
     desc="ToolRerank artifact: cross-encoder trained on the train split (gold + first-stage hard negatives + "
-         "random negatives), query-type classifier, m_s/m_u/tau_s/tau_m/n selected on the dev split",
+         "in-batch or random negatives), query-type classifier, m_s/m_u/tau_s/tau_m/n selected on the dev split",
     cmd="toolret fit --method toolrerank-ce --catalog data/curated/${toolrerank.train_dataset} --out " + _ARTIFACT,
     entry="toolret.cli:cmd_fit", components=("toolrerank",),
     deps=("data/curated/${toolrerank.train_dataset}",), params=_TRAIN_PARAMS, outs=(_ARTIFACT,),

@@ -18,6 +18,8 @@ Choices the paper leaves open, ours:
 - the query-type classifier is a logistic regression (balanced class weights) on the bi-encoder's query
   embedding, trained on the training split's queries labelled multi-tool when their gold APIs span more
   than one tool (the paper fine-tunes a BERT classifier);
+- the cross-encoder's loss: list-wise over in-batch negatives (``loss: in_batch``) by default, where the
+  paper trains pointwise; on ToolLens the pointwise loss learned an API prior instead of relevance;
 - results: the reranked list F, then the first-stage candidates Adaptive Truncation dropped, in
   first-stage order (so metrics at k beyond |F| stay defined); scores are rank-derived;
 - the dev grid breaks ties toward the paper's best values (10 / 50 / 0.85 / 0.7 / 3).
@@ -54,9 +56,13 @@ class TrainingConfig(StrictModel):
     first_stage: str = "dense"  # the retriever component that mines hard negatives and feeds the dev grid
     max_length: int = Field(64, ge=16)  # query + document tokens seen by the cross-encoder
     train_queries: int = Field(0, ge=0)  # training queries sampled from the train split (0 = all)
-    hard_negatives: int = Field(3, ge=0)  # per query, sampled from the first stage's top results (not gold)
+    # in_batch: per (query, gold API) row; bce: per query. Sampled from the first stage's top results (not gold)
+    hard_negatives: int = Field(1, ge=0)
     hard_negative_depth: int = Field(30, ge=1)
-    random_negatives: int = Field(1, ge=0)  # per query, uniform over the library (not gold)
+    random_negatives: int = Field(4, ge=0)  # in_batch: other rows' gold APIs; bce: uniform over the library
+    # in_batch: softmax over (gold, hard, in-batch negatives) -- MultipleNegativesRankingLoss; bce: pointwise
+    # BinaryCrossEntropyLoss on labelled pairs, which here learns which APIs tend to be gold (docs/RESULTS.md)
+    loss: Literal["bce", "in_batch"] = "in_batch"
     epochs: int = Field(1, ge=1)
     batch_size: int = 16
     lr: float = 2e-4  # as dense-ft; 5e-5 barely trained the new head in one short epoch

@@ -2,8 +2,11 @@
 
 - :func:`mine_training_pairs` -- paper Sec. 4.1: positive pairs from the gold annotations, hard negatives
   sampled from the first stage's top results (never gold), plus uniform random negatives;
+- :func:`mine_training_tuples` -- the same hard negatives as ``(query, gold API, hard negative ...)`` rows
+  for the in-batch (list-wise) loss, whose random negatives are the other rows' gold APIs;
 - :func:`train_cross_encoder` -- a ``CrossEncoder(<base model folder>, num_labels=1)`` (a new scoring
-  head: no pretrained cross-encoder ships offline) trained with ``BinaryCrossEntropyLoss``;
+  head: no pretrained cross-encoder ships offline) trained with ``BinaryCrossEntropyLoss`` on labelled
+  pairs (``loss="bce"``) or ``MultipleNegativesRankingLoss`` on tuples (``loss="in_batch"``);
 - :class:`CrossEncoderScorer` -- ``score(q, d)`` (sigmoid, in [0, 1]) with an in-process memo and a
   persistent store keyed by the model's content hash and ``max_length`` (the same (query, document) pair
   is scored once across processes: Rerank-m, ToolRerank and every ablation share the scores).
@@ -51,6 +54,27 @@ def mine_training_pairs(queries: Sequence[str], gold: Sequence[set[int]], ranked
     return pairs
 
 
+def mine_training_tuples(queries: Sequence[str], gold: Sequence[set[int]], ranked: Sequence[Sequence[int]],
+                         documents: Sequence[str], *, hard_negatives: int, hard_negative_depth: int,
+                         seed: int) -> list[tuple[str, ...]]:
+    """One ``(query, gold API, hard negative_1, ..., hard negative_h)`` row per gold API of every query: the
+    ``h = hard_negatives`` negatives are sampled (per row, without replacement) from the non-gold APIs of the
+    first ``hard_negative_depth`` first-stage results. A query whose pool is shorter than ``h`` repeats pool
+    entries (every row needs the same number of columns); one with an empty pool is skipped. Seeded."""
+    rng = random.Random(seed)
+    rows: list[tuple[str, ...]] = []
+    for q, g, r in zip(queries, gold, ranked):
+        pool = [t for t in list(r)[:hard_negative_depth] if t >= 0 and t not in g]
+        if hard_negatives and not pool:
+            continue
+        for t in sorted(g):
+            hard = rng.sample(pool, min(hard_negatives, len(pool)))
+            hard += [rng.choice(pool) for _ in range(hard_negatives - len(hard))]
+            rows.append((q, documents[t], *(documents[h] for h in hard)))
+    rng.shuffle(rows)
+    return rows
+
+
 def load_cross_encoder(folder: str | Path, max_length: int, device: str = "cpu", new_head: bool = False):
     """A ``CrossEncoder`` from a local folder (``new_head``: a base encoder given a fresh 1-logit head)."""
     from sentence_transformers.cross_encoder import CrossEncoder
@@ -63,37 +87,58 @@ def load_cross_encoder(folder: str | Path, max_length: int, device: str = "cpu",
     return CrossEncoder(str(path), max_length=max_length, device=device, **kwargs)
 
 
-def train_cross_encoder(pairs: Sequence[tuple[str, str, float]], out_dir: str | Path, *, base_model: str,
-                        max_length: int, epochs: int, batch_size: int, lr: float, warmup_ratio: float, seed: int,
-                        device: str = "cpu") -> dict[str, Any]:
-    """Train a fresh-head cross-encoder on labelled pairs and save it to ``out_dir`` (atomically)."""
+def train_cross_encoder(examples: Sequence[tuple], out_dir: str | Path, *, base_model: str, max_length: int,
+                        epochs: int, batch_size: int, lr: float, warmup_ratio: float, seed: int,
+                        loss: str = "bce", in_batch_negatives: int = 4, device: str = "cpu") -> dict[str, Any]:
+    """Train a fresh-head cross-encoder and save it to ``out_dir`` (atomically).
+
+    ``loss="bce"``: ``examples`` are ``(query, document, label)`` pairs, ``BinaryCrossEntropyLoss``.
+    ``loss="in_batch"``: ``examples`` are ``(query, positive, hard negative ...)`` rows,
+    ``MultipleNegativesRankingLoss`` (softmax over the positive, the hard negatives and
+    ``in_batch_negatives`` other rows' positives) with no-duplicate batches, so a query's own gold APIs
+    (same query text) and an API's own copies (same document text) never serve as its in-batch negatives."""
     import shutil
     import tempfile
 
     from datasets import Dataset
     from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
-    from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
+    from sentence_transformers.cross_encoder import losses
 
     from toolret.atomic import atomic_directory
 
+    if loss not in ("bce", "in_batch"):
+        raise ValueError(f"toolrerank.loss must be 'bce' or 'in_batch', not {loss!r}")
     model = load_cross_encoder(base_model, max_length, device, new_head=True)
-    data = Dataset.from_dict({"query": [p[0] for p in pairs], "document": [p[1] for p in pairs],
-                              "label": [float(p[2]) for p in pairs]})
-    steps = max(1, epochs * -(-len(pairs) // batch_size))
+    if loss == "bce":
+        data = Dataset.from_dict({"query": [p[0] for p in examples], "document": [p[1] for p in examples],
+                                  "label": [float(p[2]) for p in examples]})
+        objective = losses.BinaryCrossEntropyLoss(model)
+        sampler: dict[str, Any] = {}
+        n_pos = int(sum(p[2] > 0 for p in examples))
+    else:
+        from sentence_transformers.base.sampler import BatchSamplers
+
+        width = len(examples[0]) if examples else 2
+        columns = ["query", "positive", *(f"negative_{i}" for i in range(1, width - 1))]
+        data = Dataset.from_dict({c: [row[i] for row in examples] for i, c in enumerate(columns)})
+        objective = losses.MultipleNegativesRankingLoss(model, num_negatives=in_batch_negatives)
+        sampler = {"batch_sampler": BatchSamplers.NO_DUPLICATES}
+        n_pos = len(examples)
+    steps = max(1, epochs * -(-len(examples) // batch_size))
     scratch = Path(tempfile.mkdtemp(prefix="toolrerank-trainer-"))
     try:
         args = CrossEncoderTrainingArguments(
             output_dir=str(scratch), num_train_epochs=epochs, per_device_train_batch_size=batch_size,
             learning_rate=lr, warmup_steps=max(1, int(warmup_ratio * steps)), seed=seed, save_strategy="no",
             logging_steps=max(1, steps // 10), report_to="none", use_cpu=device == "cpu", disable_tqdm=False,
-            dataloader_drop_last=False)
-        trainer = CrossEncoderTrainer(model=model, args=args, train_dataset=data, loss=BinaryCrossEntropyLoss(model))
+            dataloader_drop_last=False, **sampler)
+        trainer = CrossEncoderTrainer(model=model, args=args, train_dataset=data, loss=objective)
         result = trainer.train()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     with atomic_directory(out_dir) as tmp:
         model.save(str(tmp))
-    return {"n_pairs": len(pairs), "n_positive": int(sum(p[2] > 0 for p in pairs)), "steps": result.global_step,
+    return {"loss": loss, "n_examples": len(examples), "n_positive": n_pos, "steps": result.global_step,
             "train_loss": result.training_loss, "train_runtime_s": result.metrics.get("train_runtime")}
 
 
@@ -173,5 +218,5 @@ class CrossEncoderScorer:
         return np.array([self._memo[k] for k in keys], dtype=np.float64)
 
 
-__all__ = ["CrossEncoderScorer", "load_cross_encoder", "mine_training_pairs", "model_fingerprint",
-           "train_cross_encoder"]
+__all__ = ["CrossEncoderScorer", "load_cross_encoder", "mine_training_pairs", "mine_training_tuples",
+           "model_fingerprint", "train_cross_encoder"]

@@ -9,8 +9,8 @@ Artifact ``data/models/<train dataset>/toolrerank/`` (written atomically)::
                       selected m_s / m_u / tau_s / tau_m / n (used when params leave them null)
 
 Steps (each resumable: a killed run restarts at the step it was in): the first stage (a registered
-retriever, ``first_stage``) ranks the sampled training queries; training pairs are mined
-(:func:`crossencoder.mine_training_pairs`) and the cross-encoder is trained into a work folder beside the
+retriever, ``first_stage``) ranks the sampled training queries; training examples are mined
+(:func:`crossencoder.mine_training_pairs` or, for the in-batch loss, :func:`crossencoder.mine_training_tuples`) and the cross-encoder is trained into a work folder beside the
 artifact; the classifier is fitted; the dev queries' top ``candidates`` are scored once (score cache)
 and the grid of paper Table 2 runs on those scores. The test split is never read.
 """
@@ -98,7 +98,8 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
     """Train (cross-encoder, classifier), select on dev, and write the artifact to ``out_dir``."""
     from toolret.atomic import atomic_directory, write_json
     from toolret.methods.toolrerank.classifier import QueryTypeClassifier
-    from toolret.methods.toolrerank.crossencoder import CrossEncoderScorer, mine_training_pairs, train_cross_encoder
+    from toolret.methods.toolrerank.crossencoder import (CrossEncoderScorer, mine_training_pairs, mine_training_tuples,
+                                                          train_cross_encoder)
     from toolret.methods.toolrerank.hierarchy import SeenSet, is_multi_tool
 
     out_dir = Path(out_dir)
@@ -121,13 +122,20 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
     model_dir = work / "model"
     if not (model_dir / "config.json").is_file():
         ranked = retriever.search([q.text for q in train], config.hard_negative_depth).indices
-        pairs = mine_training_pairs([q.text for q in train], [{pos[t] for t in catalog.gold(q.id)} for q in train],
-                                    [list(r) for r in ranked], documents, hard_negatives=config.hard_negatives,
-                                    hard_negative_depth=config.hard_negative_depth,
-                                    random_negatives=config.random_negatives, seed=config.seed)
-        ce = train_cross_encoder(pairs, model_dir, base_model=config.base_model, max_length=config.max_length,
+        texts, golds = [q.text for q in train], [{pos[t] for t in catalog.gold(q.id)} for q in train]
+        if config.loss == "bce":
+            examples = mine_training_pairs(texts, golds, [list(r) for r in ranked], documents,
+                                           hard_negatives=config.hard_negatives,
+                                           hard_negative_depth=config.hard_negative_depth,
+                                           random_negatives=config.random_negatives, seed=config.seed)
+        else:
+            examples = mine_training_tuples(texts, golds, [list(r) for r in ranked], documents,
+                                            hard_negatives=config.hard_negatives,
+                                            hard_negative_depth=config.hard_negative_depth, seed=config.seed)
+        ce = train_cross_encoder(examples, model_dir, base_model=config.base_model, max_length=config.max_length,
                                  epochs=config.epochs, batch_size=config.batch_size, lr=config.lr,
-                                 warmup_ratio=config.warmup_ratio, seed=config.seed, device=config.device)
+                                 warmup_ratio=config.warmup_ratio, seed=config.seed, loss=config.loss,
+                                 in_batch_negatives=config.random_negatives, device=config.device)
         write_json(work / "cross_encoder.json", ce)
     ce_report = json.loads((work / "cross_encoder.json").read_text(encoding="utf-8"))
 

@@ -1,0 +1,112 @@
+"""Does a trained ToolRerank cross-encoder separate gold APIs from the negatives a reranker meets?
+
+For held-out dev queries (never trained on; the test split is not read) three kinds of (query, API) pairs
+are scored: gold, hard (non-gold APIs of the first stage's top ``depth``) and random (uniform non-gold). The
+result is the AUC of each separation (the Mann-Whitney U statistic over ``|a| |b|``, ties counted half),
+for the cross-encoder and, as the reference, for the first stage's bi-encoder cosine. A reranker worth its
+cost separates gold from hard better than the first stage does (whose gold-vs-hard AUC is near or below
+0.5 by construction) without losing the gold-vs-random separation; an AUC of hard vs random below 0.5 means
+the cross-encoder prefers random APIs to the query's close neighbours -- it learned which APIs tend to be
+gold, not relevance.
+
+``python -m toolret.methods.toolrerank.diagnostics --dataset toollens --artifact
+data/models/toollens/toolrerank [--queries 200]`` prints the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def separation_auc(a: Sequence[float], b: Sequence[float]) -> float:
+    """P(score of a random ``a`` item > score of a random ``b`` item), ties counted half (scipy's U)."""
+    from scipy.stats import mannwhitneyu
+
+    if not len(a) or not len(b):
+        raise ValueError("separation_auc needs at least one score on each side")
+    return float(mannwhitneyu(a, b).statistic / (len(a) * len(b)))
+
+
+def separation_pairs(catalog, retriever, n_queries: int, seed: int, depth: int = 30, per_query: int = 3,
+                     docs: str = "original") -> dict[str, list[tuple[str, str]]]:
+    """Gold, hard and random (query, document) pairs for ``n_queries`` seeded dev queries."""
+    from toolret.catalog.model import CatalogError
+    from toolret.methods.toolrerank.training import _sample
+
+    dev = _sample(catalog.split("dev"), n_queries, seed)
+    if not dev:
+        raise CatalogError(f"{catalog.name}: no dev split to diagnose the cross-encoder on")
+    documents = catalog.docs(docs)
+    pos = {t: i for i, t in enumerate(catalog.tool_ids)}
+    ranked = retriever.search([q.text for q in dev], depth).indices
+    rng = random.Random(seed)
+    pairs: dict[str, list[tuple[str, str]]] = {"gold": [], "hard": [], "random": []}
+    for q, row in zip(dev, ranked):
+        gold = {pos[t] for t in catalog.gold(q.id)}
+        hard = [int(t) for t in row if t >= 0 and int(t) not in gold]
+        rest = [t for t in range(len(documents)) if t not in gold]
+        pairs["gold"] += [(q.text, documents[t]) for t in sorted(gold)]
+        pairs["hard"] += [(q.text, documents[t]) for t in rng.sample(hard, min(per_query, len(hard)))]
+        pairs["random"] += [(q.text, documents[t]) for t in rng.sample(rest, min(per_query, len(rest)))]
+    return pairs
+
+
+def _aucs(scores: dict[str, np.ndarray]) -> dict[str, float]:
+    return {"gold_vs_hard": separation_auc(scores["gold"], scores["hard"]),
+            "gold_vs_random": separation_auc(scores["gold"], scores["random"]),
+            "hard_vs_random": separation_auc(scores["hard"], scores["random"])}
+
+
+def diagnose(catalog, artifact: str | Path, params, n_queries: int = 200, seed: int = 99) -> dict[str, Any]:
+    """Cross-encoder and first-stage AUCs on ``n_queries`` dev queries of ``catalog``."""
+    from toolret.methods.toolrerank.crossencoder import CrossEncoderScorer
+    from toolret.methods.toolrerank.training import first_stage, read_report
+    from toolret.retrieval.dense import DenseRetriever
+
+    cfg = params.toolrerank.component_config()
+    report = read_report(artifact)
+    docs = report.get("docs", "original")
+    pairs = separation_pairs(catalog, first_stage(catalog, cfg, params, docs), n_queries, seed, docs=docs)
+    scorer = CrossEncoderScorer(Path(artifact) / "model", report["config"]["max_length"], cache="off")
+    ce = {k: scorer.score_pairs(v, progress=True) for k, v in pairs.items()}
+    encoder = DenseRetriever(params.dense)
+
+    def cosine(pp):
+        return (encoder.encode([p[0] for p in pp]) * encoder.encode_documents([p[1] for p in pp])).sum(1)
+
+    bi = {k: cosine(v) for k, v in pairs.items()}
+    return {"dataset": catalog.name, "artifact": str(artifact), "dev_queries": n_queries, "seed": seed,
+            "n_pairs": {k: len(v) for k, v in pairs.items()},
+            "cross_encoder": {"auc": _aucs(ce), "mean_score": {k: float(v.mean()) for k, v in ce.items()}},
+            "first_stage_cosine": {"auc": _aucs(bi)}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from toolret.catalog.registry import load_dataset
+    from toolret.config import load_params, project_dir
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--artifact", required=True)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=99)
+    ap.add_argument("--params", default=None)
+    a = ap.parse_args(argv)
+    import toolret.methods  # noqa: F401  (registers the components)
+
+    p = load_params(a.params)
+    catalog = load_dataset(a.dataset, root=p.source.root, beir=p.source.beir, dev_fraction=p.catalog.dev_fraction,
+                           seed=p.catalog.seed, project_dir=project_dir())
+    print(json.dumps(diagnose(catalog, a.artifact, p, a.queries, a.seed)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
