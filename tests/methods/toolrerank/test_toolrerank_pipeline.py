@@ -133,5 +133,5 @@ def test_separation_diagnostic_scores_gold_hard_and_random_dev_pairs(trained):
     out = diagnose(cat, trained["artifact"], load_params(trained["params"]), n_queries=6, seed=1)
     # 30 APIs, first-stage depth 30: every dev query has >= 3 hard and >= 3 random non-gold APIs
     assert out["n_pairs"] == {"gold": sum(len(cat.gold(q.id)) for q in dev), "hard": 18, "random": 18}
-    for auc in (*out["cross_encoder"]["auc"].values(), *out["first_stage_cosine"]["auc"].values()):
+    for auc in (*out["cross_encoder"]["auc"].values(), *out["dense_cosine"]["auc"].values()):
         assert 0.0 <= auc <= 1.0

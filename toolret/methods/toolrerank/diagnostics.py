@@ -3,11 +3,11 @@
 For held-out dev queries (never trained on; the test split is not read) three kinds of (query, API) pairs
 are scored: gold, hard (non-gold APIs of the first stage's top ``depth``) and random (uniform non-gold). The
 result is the AUC of each separation (the Mann-Whitney U statistic over ``|a| |b|``, ties counted half),
-for the cross-encoder and, as the reference, for the first stage's bi-encoder cosine. A reranker worth its
-cost separates gold from hard better than the first stage does (whose gold-vs-hard AUC is near or below
-0.5 by construction) without losing the gold-vs-random separation; an AUC of hard vs random below 0.5 means
-the cross-encoder prefers random APIs to the query's close neighbours -- it learned which APIs tend to be
-gold, not relevance.
+for the cross-encoder and, as the reference, for the cosine of the ``dense`` bi-encoder (the default first
+stage). A reranker worth its cost separates gold from hard better than the first stage does (whose
+gold-vs-hard AUC is near or below 0.5 by construction) without losing the gold-vs-random separation; an AUC
+of hard vs random below 0.5 means the cross-encoder prefers random APIs to the query's close neighbours --
+it learned which APIs tend to be gold, not relevance.
 
 ``python -m toolret.methods.toolrerank.diagnostics --dataset toollens --artifact
 data/models/toollens/toolrerank [--queries 200]`` prints the JSON.
@@ -85,7 +85,7 @@ def diagnose(catalog, artifact: str | Path, params, n_queries: int = 200, seed: 
     return {"dataset": catalog.name, "artifact": str(artifact), "dev_queries": n_queries, "seed": seed,
             "n_pairs": {k: len(v) for k, v in pairs.items()},
             "cross_encoder": {"auc": _aucs(ce), "mean_score": {k: float(v.mean()) for k, v in ce.items()}},
-            "first_stage_cosine": {"auc": _aucs(bi)}}
+            "dense_cosine": {"auc": _aucs(bi)}}
 
 
 def main(argv: list[str] | None = None) -> int:
