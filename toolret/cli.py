@@ -288,6 +288,14 @@ def cmd_report_ablations(args: argparse.Namespace) -> None:
     print(f"wrote {out}")
 
 
+def cmd_reranker_separation(args: argparse.Namespace) -> None:
+    """AUCs of a trained ToolRerank cross-encoder on gold / hard / random dev pairs (JSON on stdout)."""
+    from toolret.methods.toolrerank.diagnostics import diagnose
+
+    params = _params(args)
+    print(json.dumps(diagnose(_catalog(args, params), args.artifact, params, args.queries, args.seed)))
+
+
 def cmd_serve(args: argparse.Namespace) -> None:
     """Serve a saved pipeline over HTTP (``POST /search``)."""
     from toolret.serve import serve
@@ -419,6 +427,15 @@ def build_parser() -> argparse.ArgumentParser:
     ra.add_argument("--out", required=True)
     ra.add_argument("--notes", help="a markdown file whose text is appended to the report")
     ra.set_defaults(func=cmd_report_ablations)
+
+    rs = sub.add_parser("reranker-separation",
+                        help="does a trained ToolRerank cross-encoder separate gold from hard / random dev APIs")
+    source(rs)
+    rs.add_argument("--artifact", required=True, help="a ToolRerank artifact, e.g. data/models/toollens/toolrerank")
+    rs.add_argument("--queries", type=int, default=200, help="dev queries sampled (seeded)")
+    rs.add_argument("--seed", type=int, default=99)
+    overrides(rs)
+    rs.set_defaults(func=cmd_reranker_separation)
 
     sv = sub.add_parser("serve", help="serve a saved pipeline to agents over HTTP (POST /search)")
     sv.add_argument("--index", required=True, help="a saved pipeline, e.g. data/indexes/<ds>/<method>/original")

@@ -122,15 +122,16 @@ def test_a_missing_artifact_without_trainer_is_a_clear_error(trained, tmp_path):
         r.fit(None)
 
 
-def test_separation_diagnostic_scores_gold_hard_and_random_dev_pairs(trained):
+def test_separation_diagnostic_scores_gold_hard_and_random_dev_pairs(trained, capsys):
     from toolret.catalog.registry import load_dataset
-    from toolret.config import load_params
-    from toolret.methods.toolrerank.diagnostics import diagnose
     from toolret.methods.toolrerank.training import _sample
 
     cat = load_dataset(str(trained["catalog"]), dev_fraction=0.25, seed=13)
     dev = _sample(cat.split("dev"), 6, 1)
-    out = diagnose(cat, trained["artifact"], load_params(trained["params"]), n_queries=6, seed=1)
+    capsys.readouterr()
+    assert main(["--params", str(trained["params"]), "reranker-separation", "--dataset", str(trained["catalog"]),
+                 "--artifact", str(trained["artifact"]), "--queries", "6", "--seed", "1"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     # 30 APIs, first-stage depth 30: every dev query has >= 3 hard and >= 3 random non-gold APIs
     assert out["n_pairs"] == {"gold": sum(len(cat.gold(q.id)) for q in dev), "hard": 18, "random": 18}
     for auc in (*out["cross_encoder"]["auc"].values(), *out["dense_cosine"]["auc"].values()):

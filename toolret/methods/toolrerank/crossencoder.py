@@ -27,6 +27,11 @@ SEP = "\x1f"  # query / document separator of a score-cache key
 CHUNK = 1024  # pairs scored (and persisted) at a time: a killed scoring run keeps what it finished
 
 
+def hard_negative_pool(ranked: Sequence[int], gold: set[int], depth: int) -> list[int]:
+    """The non-gold APIs among the first ``depth`` first-stage results (``-1`` padding dropped), in rank order."""
+    return [t for t in list(ranked)[:depth] if t >= 0 and t not in gold]
+
+
 def mine_training_pairs(queries: Sequence[str], gold: Sequence[set[int]], ranked: Sequence[Sequence[int]],
                         documents: Sequence[str], *, hard_negatives: int, hard_negative_depth: int,
                         random_negatives: int, seed: int) -> list[tuple[str, str, float]]:
@@ -38,7 +43,7 @@ def mine_training_pairs(queries: Sequence[str], gold: Sequence[set[int]], ranked
     pairs: list[tuple[str, str, float]] = []
     for q, g, r in zip(queries, gold, ranked):
         pairs.extend((q, documents[t], 1.0) for t in sorted(g))
-        pool = [t for t in list(r)[:hard_negative_depth] if t >= 0 and t not in g]
+        pool = hard_negative_pool(r, g, hard_negative_depth)
         hard = rng.sample(pool, min(hard_negatives, len(pool)))
         pairs.extend((q, documents[t], 0.0) for t in hard)
         taken = set(g) | set(hard)
@@ -64,7 +69,7 @@ def mine_training_tuples(queries: Sequence[str], gold: Sequence[set[int]], ranke
     rng = random.Random(seed)
     rows: list[tuple[str, ...]] = []
     for q, g, r in zip(queries, gold, ranked):
-        pool = [t for t in list(r)[:hard_negative_depth] if t >= 0 and t not in g]
+        pool = hard_negative_pool(r, g, hard_negative_depth)
         if hard_negatives and not pool:
             continue
         for t in sorted(g):
@@ -218,5 +223,5 @@ class CrossEncoderScorer:
         return np.array([self._memo[k] for k in keys], dtype=np.float64)
 
 
-__all__ = ["CrossEncoderScorer", "load_cross_encoder", "mine_training_pairs", "mine_training_tuples",
-           "model_fingerprint", "train_cross_encoder"]
+__all__ = ["CrossEncoderScorer", "hard_negative_pool", "load_cross_encoder", "mine_training_pairs",
+           "mine_training_tuples", "model_fingerprint", "train_cross_encoder"]

@@ -9,14 +9,12 @@ gold-vs-hard AUC is near or below 0.5 by construction) without losing the gold-v
 of hard vs random below 0.5 means the cross-encoder prefers random APIs to the query's close neighbours --
 it learned which APIs tend to be gold, not relevance.
 
-``python -m toolret.methods.toolrerank.diagnostics --dataset toollens --artifact
-data/models/toollens/toolrerank [--queries 200]`` prints the JSON.
+``toolret reranker-separation --dataset toollens --artifact data/models/toollens/toolrerank [--queries 200]``
+prints the JSON.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import random
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,6 +36,7 @@ def separation_pairs(catalog, retriever, n_queries: int, seed: int, depth: int =
                      docs: str = "original") -> dict[str, list[tuple[str, str]]]:
     """Gold, hard and random (query, document) pairs for ``n_queries`` seeded dev queries."""
     from toolret.catalog.model import CatalogError
+    from toolret.methods.toolrerank.crossencoder import hard_negative_pool
     from toolret.methods.toolrerank.training import _sample
 
     dev = _sample(catalog.split("dev"), n_queries, seed)
@@ -50,7 +49,7 @@ def separation_pairs(catalog, retriever, n_queries: int, seed: int, depth: int =
     pairs: dict[str, list[tuple[str, str]]] = {"gold": [], "hard": [], "random": []}
     for q, row in zip(dev, ranked):
         gold = {pos[t] for t in catalog.gold(q.id)}
-        hard = [int(t) for t in row if t >= 0 and int(t) not in gold]
+        hard = hard_negative_pool([int(t) for t in row], gold, depth)
         rest = [t for t in range(len(documents)) if t not in gold]
         pairs["gold"] += [(q.text, documents[t]) for t in sorted(gold)]
         pairs["hard"] += [(q.text, documents[t]) for t in rng.sample(hard, min(per_query, len(hard)))]
@@ -73,10 +72,12 @@ def diagnose(catalog, artifact: str | Path, params, n_queries: int = 200, seed: 
     cfg = params.toolrerank.component_config()
     report = read_report(artifact)
     docs = report.get("docs", "original")
-    pairs = separation_pairs(catalog, first_stage(catalog, cfg, params, docs), n_queries, seed, docs=docs)
+    retriever = first_stage(catalog, cfg, params, docs)
+    pairs = separation_pairs(catalog, retriever, n_queries, seed, docs=docs)
     scorer = CrossEncoderScorer(Path(artifact) / "model", report["config"]["max_length"], cache="off")
     ce = {k: scorer.score_pairs(v, progress=True) for k, v in pairs.items()}
-    encoder = DenseRetriever(params.dense)
+    # the reference cosine is the dense bi-encoder's: the first stage's own model when it is dense
+    encoder = retriever if type(retriever) is DenseRetriever else DenseRetriever(params.dense)
 
     def cosine(pp):
         return (encoder.encode([p[0] for p in pp]) * encoder.encode_documents([p[1] for p in pp])).sum(1)
@@ -87,26 +88,3 @@ def diagnose(catalog, artifact: str | Path, params, n_queries: int = 200, seed: 
             "cross_encoder": {"auc": _aucs(ce), "mean_score": {k: float(v.mean()) for k, v in ce.items()}},
             "dense_cosine": {"auc": _aucs(bi)}}
 
-
-def main(argv: list[str] | None = None) -> int:
-    from toolret.catalog.registry import load_dataset
-    from toolret.config import load_params, project_dir
-
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dataset", required=True)
-    ap.add_argument("--artifact", required=True)
-    ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=99)
-    ap.add_argument("--params", default=None)
-    a = ap.parse_args(argv)
-    import toolret.methods  # noqa: F401  (registers the components)
-
-    p = load_params(a.params)
-    catalog = load_dataset(a.dataset, root=p.source.root, beir=p.source.beir, dev_fraction=p.catalog.dev_fraction,
-                           seed=p.catalog.seed, project_dir=project_dir())
-    print(json.dumps(diagnose(catalog, a.artifact, p, a.queries, a.seed)))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -10,8 +10,8 @@ Artifact ``data/models/<train dataset>/toolrerank/`` (written atomically)::
 
 Steps (each resumable: a killed run restarts at the step it was in): the first stage (a registered
 retriever, ``first_stage``) ranks the sampled training queries; training examples are mined
-(:func:`crossencoder.mine_training_pairs` or, for the in-batch loss, :func:`crossencoder.mine_training_tuples`) and the cross-encoder is trained into a work folder beside the
-artifact; the classifier is fitted; the dev queries' top ``candidates`` are scored once (score cache)
+(:func:`crossencoder.mine_training_pairs`, or :func:`crossencoder.mine_training_tuples` for the in-batch
+loss) and the cross-encoder is trained into a work folder beside the artifact; the classifier is fitted; the dev queries' top ``candidates`` are scored once (score cache)
 and the grid of paper Table 2 runs on those scores. The test split is never read.
 """
 
