@@ -136,3 +136,30 @@ def test_separation_diagnostic_scores_gold_hard_and_random_dev_pairs(trained, ca
     assert out["n_pairs"] == {"gold": sum(len(cat.gold(q.id)) for q in dev), "hard": 18, "random": 18}
     for auc in (*out["cross_encoder"]["auc"].values(), *out["dense_cosine"]["auc"].values()):
         assert 0.0 <= auc <= 1.0
+
+
+def test_report_from_an_evaluation_grid_names_the_artifact_and_its_numbers(trained):
+    """``report-ablations --method toolrerank`` on a grid over the fixture: the header carries the artifact's
+    training record (regression: it read a key the trainer no longer writes and crashed) and the main table
+    the grid's Recall@5."""
+    root = trained["root"]
+    small = yaml.safe_load(trained["params"].read_text())
+    small["source"] = {"beir": {"fixture_catalog": str(trained["catalog"])}}
+    small["toolrerank"]["train_dataset"] = "fixture_catalog"
+    small["toolrerank"]["ablations"] = {"bm25": {"method": "bm25"}, "dense": {"method": "dense"},
+                                        "toolrerank": {"method": "toolrerank", "baseline": "bm25"}}
+    params = root / "params_report.yaml"
+    params.write_text(yaml.safe_dump(small), encoding="utf-8")
+    runs = root / "runs"
+    assert main(["--params", str(params), "evaluate-grid", "--catalog", str(trained["catalog"]), "--grid",
+                 "toolrerank.ablations", "--out", str(runs / "fixture_catalog" / "toolrerank")]) == 0
+    out = root / "toolrerank_results.md"
+    assert main(["--params", str(params), "report-ablations", "--method", "toolrerank", "--runs", str(runs),
+                 "--datasets", "fixture_catalog", "--out", str(out)]) == 0
+    text = out.read_text()
+    record = json.loads((trained["artifact"] / "toolrerank.json").read_text())
+    assert f"{record['cross_encoder']['n_examples']} training rows ({record['cross_encoder']['loss']} loss)" in text
+    summary = json.loads((runs / "fixture_catalog" / "toolrerank" / "summary.json").read_text())
+    main_row = next(line for line in text.splitlines() if line.startswith("| **ToolRerank** |"))
+    variants = summary["variants"]["toolrerank"]["metrics"]
+    assert f"{100 * variants['recall@5']:.1f}" in main_row
