@@ -67,9 +67,9 @@ def test_artifact_is_trained_with_its_selection_recorded(trained):
     from toolret.catalog.registry import load_dataset
 
     cat = load_dataset(str(trained["catalog"]), dev_fraction=0.25, seed=13)
-    from toolret.methods.toolrerank.training import _sample
+    from toolret.methods.toolrerank.training import sample_queries
 
-    train = {q.id for q in _sample(cat.split("train"), 12, 13)}  # the 12 sampled training queries
+    train = {q.id for q in sample_queries(cat.split("train"), 12, 13)}  # the 12 sampled training queries
     seen = {tuple(a) for a in json.loads((art / "seen.json").read_text())["apis"]}
     assert seen == _train_gold_apis(trained["catalog"], train)
     assert len(seen) < 30  # 12 queries do not cover the 30 APIs: some are unseen
@@ -124,10 +124,10 @@ def test_a_missing_artifact_without_trainer_is_a_clear_error(trained, tmp_path):
 
 def test_separation_diagnostic_scores_gold_hard_and_random_dev_pairs(trained, capsys):
     from toolret.catalog.registry import load_dataset
-    from toolret.methods.toolrerank.training import _sample
+    from toolret.methods.toolrerank.training import sample_queries
 
     cat = load_dataset(str(trained["catalog"]), dev_fraction=0.25, seed=13)
-    dev = _sample(cat.split("dev"), 6, 1)
+    dev = sample_queries(cat.split("dev"), 6, 1)
     capsys.readouterr()
     assert main(["--params", str(trained["params"]), "reranker-separation", "--dataset", str(trained["catalog"]),
                  "--artifact", str(trained["artifact"]), "--queries", "6", "--seed", "1"]) == 0

@@ -37,9 +37,9 @@ def separation_pairs(catalog, retriever, n_queries: int, seed: int, depth: int =
     """Gold, hard and random (query, document) pairs for ``n_queries`` seeded dev queries."""
     from toolret.catalog.model import CatalogError
     from toolret.methods.toolrerank.crossencoder import hard_negative_pool
-    from toolret.methods.toolrerank.training import _sample
+    from toolret.methods.toolrerank.training import sample_queries
 
-    dev = _sample(catalog.split("dev"), n_queries, seed)
+    dev = sample_queries(catalog.split("dev"), n_queries, seed)
     if not dev:
         raise CatalogError(f"{catalog.name}: no dev split to diagnose the cross-encoder on")
     documents = catalog.docs(docs)
@@ -79,12 +79,13 @@ def diagnose(catalog, artifact: str | Path, params, n_queries: int = 200, seed: 
     # the reference cosine is the dense bi-encoder's: the first stage's own model when it is dense
     encoder = retriever if type(retriever) is DenseRetriever else DenseRetriever(params.dense)
 
-    def cosine(pp):
-        return (encoder.encode([p[0] for p in pp]) * encoder.encode_documents([p[1] for p in pp])).sum(1)
-
-    bi = {k: cosine(v) for k, v in pairs.items()}
+    every = [p for pp in pairs.values() for p in pp]
+    queries = list(dict.fromkeys(p[0] for p in every))  # each query / document encoded once for all kinds
+    documents = list(dict.fromkeys(p[1] for p in every))
+    q_emb = dict(zip(queries, encoder.encode(queries)))
+    d_emb = dict(zip(documents, encoder.encode_documents(documents)))
+    bi = {k: np.array([float(q_emb[q] @ d_emb[d]) for q, d in v]) for k, v in pairs.items()}
     return {"dataset": catalog.name, "artifact": str(artifact), "dev_queries": n_queries, "seed": seed,
             "n_pairs": {k: len(v) for k, v in pairs.items()},
             "cross_encoder": {"auc": _aucs(ce), "mean_score": {k: float(v.mean()) for k, v in ce.items()}},
             "dense_cosine": {"auc": _aucs(bi)}}
-

@@ -11,8 +11,9 @@ Artifact ``data/models/<train dataset>/toolrerank/`` (written atomically)::
 Steps (each resumable: a killed run restarts at the step it was in): the first stage (a registered
 retriever, ``first_stage``) ranks the sampled training queries; training examples are mined
 (:func:`crossencoder.mine_training_pairs`, or :func:`crossencoder.mine_training_tuples` for the in-batch
-loss) and the cross-encoder is trained into a work folder beside the artifact; the classifier is fitted; the dev queries' top ``candidates`` are scored once (score cache)
-and the grid of paper Table 2 runs on those scores. The test split is never read.
+loss) and the cross-encoder is trained into a work folder beside the artifact; the classifier is fitted;
+the dev queries' top ``candidates`` are scored once (score cache) and the grid of paper Table 2 runs on
+those scores. The test split is never read.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def read_seen(folder: str | Path, level: str = "api"):
         raise CatalogError(f"{path}: not a ToolRerank seen-API list ({e})") from None
 
 
-def _sample(items: list, n: int, seed: int) -> list:
+def sample_queries(items: list, n: int, seed: int) -> list:
     """A seeded sample of ``n`` items in their original order (all of them when ``n`` is 0 or too large)."""
     if n <= 0 or n >= len(items):
         return list(items)
@@ -107,11 +108,11 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
     if not train_all:
         raise CatalogError(f"toolrerank: dataset {catalog.name!r} has no train split to train the reranker on "
                            "(set toolrerank.train_dataset to a dataset with one)")
-    dev = _sample(catalog.split("dev"), config.dev_queries, config.seed)
+    dev = sample_queries(catalog.split("dev"), config.dev_queries, config.seed)
     if not dev:
         raise CatalogError(f"toolrerank: dataset {catalog.name!r} has no dev split for the grid search "
                            "(catalog.dev_fraction must be > 0)")
-    train = _sample(train_all, config.train_queries, config.seed)
+    train = sample_queries(train_all, config.train_queries, config.seed)
     work = _work_dir(out_dir, config, catalog)
     work.mkdir(parents=True, exist_ok=True)
     documents = catalog.docs(docs)
@@ -121,15 +122,15 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
     # 1. the cross-encoder
     model_dir = work / "model"
     if not (model_dir / "config.json").is_file():
-        ranked = retriever.search([q.text for q in train], config.hard_negative_depth).indices
         texts, golds = [q.text for q in train], [{pos[t] for t in catalog.gold(q.id)} for q in train]
+        ranked = [list(r) for r in retriever.search(texts, config.hard_negative_depth).indices]
         if config.loss == "bce":
-            examples = mine_training_pairs(texts, golds, [list(r) for r in ranked], documents,
+            examples = mine_training_pairs(texts, golds, ranked, documents,
                                            hard_negatives=config.hard_negatives,
                                            hard_negative_depth=config.hard_negative_depth,
                                            random_negatives=config.random_negatives, seed=config.seed)
         else:
-            examples = mine_training_tuples(texts, golds, [list(r) for r in ranked], documents,
+            examples = mine_training_tuples(texts, golds, ranked, documents,
                                             hard_negatives=config.hard_negatives,
                                             hard_negative_depth=config.hard_negative_depth, seed=config.seed)
         ce = train_cross_encoder(examples, model_dir, base_model=config.base_model, max_length=config.max_length,
@@ -141,7 +142,7 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
 
     # 2. the query-type classifier (training queries; accuracy on dev)
     clf = QueryTypeClassifier(params.dense)
-    clf_train = _sample(train_all, config.classifier_queries, config.seed + 1)
+    clf_train = sample_queries(train_all, config.classifier_queries, config.seed + 1)
     clf_report = clf.fit([q.text for q in clf_train], [is_multi_tool(catalog, q.id) for q in clf_train], config.seed)
     dev_multi = np.array([is_multi_tool(catalog, q.id) for q in dev])
     pred = clf.predict_multi([q.text for q in dev])
@@ -227,4 +228,4 @@ def _dev_baselines(views, gold, lib, selected, config, modes, oracle, metric) ->
     return out
 
 
-__all__ = ["artifact_complete", "first_stage", "library", "read_report", "read_seen", "train_artifact"]
+__all__ = ["artifact_complete", "first_stage", "library", "read_report", "read_seen", "sample_queries", "train_artifact"]
