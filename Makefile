@@ -22,7 +22,7 @@ CACHE_HOME ?= $(or $(TOOLRET_CACHE_HOME),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/
 export TOOLRET_CACHE_HOME := $(CACHE_HOME)
 
 
-.PHONY: setup run paper test ui bench stages clean-runs
+.PHONY: setup run paper test ui bench stages clean-runs generate
 
 setup: $(STAMP) .dvc/config.local $(DAGSTER_HOME)/dagster.yaml
 
@@ -58,6 +58,15 @@ paper: setup
 	$(BIN)/dvc pull -q --allow-missing || true
 	$(BIN)/dagster job execute -m dagster_project -j toolret_all
 	$(BIN)/dvc push -q || true
+
+# the long LLM jobs (hours on 2 cores), advanced in shards committed to git as they finish
+# (data/generations/): run in the background at the start of a session until nothing is missing; a fresh
+# clone resumes from the committed shards. make run / make test never start them.
+TOOLBENCH_GROUPS := g1-instruction g1-category g1-tool g2-instruction g2-category g3-instruction
+generate: setup
+	for g in $(TOOLBENCH_GROUPS); do $(BIN)/toolret generate-shards --job reinvoke-intents --dataset toolbench-$$g --commit || exit 1; done
+	$(BIN)/toolret generate-shards --job reinvoke-queries --dataset toolbench-g1-instruction --n 5 --commit
+	$(BIN)/toolret generate-shards --job reinvoke-queries --dataset toolbench-g1-instruction --n 10 --commit
 
 # dvc.yaml is generated from the registry's stage templates and params.yaml
 stages: setup

@@ -296,6 +296,30 @@ def cmd_reranker_separation(args: argparse.Namespace) -> None:
     print(json.dumps(diagnose(_catalog(args, params), args.artifact, params, args.queries, args.seed)))
 
 
+def cmd_generate_shards(args: argparse.Namespace) -> None:
+    """Advance a durable LLM job by committed-size shards (``toolret.llm.shards``); ``--commit`` commits
+    each finished shard to git as it lands."""
+    from toolret.config import project_dir
+    from toolret.llm.shards import git_commit, run_durable
+    from toolret.registry import generation_job
+
+    params = _params(args)
+    catalog = _catalog(args, params)
+    prompts, sampling, llm, provenance = generation_job(args.job)(catalog, params, args.n)
+    gen = llm.generator
+    store = gen.store
+
+    def committed(path, meta):
+        if args.commit:
+            rate = meta["run_info"]["samples_per_s"]
+            git_commit([path, path.with_suffix(".meta.json")], f"generations: {args.job} {path.name} "
+                       f"({meta['n_records']} samples, {rate} samples/s)", project_dir())
+
+    summary = run_durable(store, args.job, prompts, sampling, gen, provenance, shard_prompts=args.shard_prompts,
+                          on_shard=committed, max_shards=args.max_shards)
+    print(json.dumps(summary))
+
+
 def cmd_serve(args: argparse.Namespace) -> None:
     """Serve a saved pipeline over HTTP (``POST /search``)."""
     from toolret.serve import serve
@@ -382,6 +406,17 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--out", required=True)
     overrides(w)
     w.set_defaults(func=cmd_rewrite)
+
+    gs = sub.add_parser("generate-shards", help="advance a long LLM generation job in committed shards "
+                        "(resumes from the shards a clone has and from this machine's LLM cache)")
+    source(gs)
+    gs.add_argument("--job", required=True, help="reinvoke-queries | reinvoke-intents")
+    gs.add_argument("--n", type=int, help="samples per prompt (default: the job's setting)")
+    gs.add_argument("--shard-prompts", type=int, default=100, help="prompts per shard")
+    gs.add_argument("--max-shards", type=int, help="stop after this many shards")
+    gs.add_argument("--commit", action="store_true", help="git-commit each shard as it is written")
+    overrides(gs)
+    gs.set_defaults(func=cmd_generate_shards)
 
     method_help = "a pipeline or component name, or [rewriter+]retriever[+reranker...] (see `toolret datasets`)"
     i = sub.add_parser("index", help="build and save a pipeline for every document variant of a catalog")

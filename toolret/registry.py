@@ -130,6 +130,7 @@ class StageTemplate:
 
 
 _REPORTS: dict[str, str] = {}
+_GENERATION_JOBS: dict[str, str] = {}
 _COMPONENTS: dict[str, Component] = {}
 _PIPELINES: dict[str, tuple[PipelineSpec, str]] = {}
 _SECTIONS: dict[str, tuple[type, bool]] = {}
@@ -181,6 +182,25 @@ def report_hook(method: str):
         raise CatalogError(f"no ablation report for {method!r}; methods with one: {sorted(_REPORTS)}")
     module, _, func = _REPORTS[method].partition(":")
     return getattr(importlib.import_module(module), func)
+
+
+def register_generation_job(name: str, target: str) -> None:
+    """A durable LLM job (``toolret generate-shards --job NAME``): ``target`` ("module:function") is
+    called with ``(catalog, params, n)`` and returns ``(prompts, sampling params, LazyCachedLLM, provenance)``."""
+    _GENERATION_JOBS[name] = target
+
+
+def generation_job(name: str):
+    load_plugins()
+    if name not in _GENERATION_JOBS:
+        raise CatalogError(f"no generation job {name!r}; known: {sorted(_GENERATION_JOBS)}")
+    module, func = _GENERATION_JOBS[name].split(":")
+    return getattr(importlib.import_module(module), func)
+
+
+def generation_jobs() -> list[str]:
+    load_plugins()
+    return sorted(_GENERATION_JOBS)
 
 
 def load_plugins() -> None:

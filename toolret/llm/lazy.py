@@ -24,7 +24,12 @@ def llm_cache_path(cfg: Any) -> Path:
 
 class LazyCachedLLM:
     """``generator`` may be any ``toolret.llm.base.Generator`` (tests pass a tiny or fake one); it is
-    wrapped in the JSONL cache at ``cache_path`` unless it already is a ``CachedGenerator``."""
+    wrapped in the JSONL cache at ``cache_path`` unless it already is a ``CachedGenerator``.
+
+    ``shards``: answer from the committed generation shards (:mod:`toolret.llm.shards`) first and build
+    the engine only for what they lack (a method whose prompts go to the plain base model sets it)."""
+
+    shards = False
 
     def __init__(self, cfg: Any, cache_path: str | Path | None = None, generator=None) -> None:
         self.cfg = cfg
@@ -43,18 +48,39 @@ class LazyCachedLLM:
         """Adapt the built (or injected) generator before it is cached."""
         return inner
 
+    def engine_name(self) -> str:
+        """The engine :meth:`build` uses (it names the shards this LLM may answer from)."""
+        return "transformers"
+
+    def _cached_engine(self):
+        from toolret.llm.cache import CachedGenerator
+
+        inner = self.prepare(self._inner if self._inner is not None else self.build())
+        return inner if isinstance(inner, CachedGenerator) else CachedGenerator(inner, self.cache_path)
+
     @property
     def generator(self):
         if self._cached is None:
-            from toolret.llm.cache import CachedGenerator
+            if self.shards and self._inner is None:
+                from toolret.llm.shards import ShardStore, StoreFirstGenerator, store_root
 
-            inner = self.prepare(self._inner if self._inner is not None else self.build())
-            self._cached = inner if isinstance(inner, CachedGenerator) else CachedGenerator(inner, self.cache_path)
+                store = ShardStore(store_root(self.cfg.llm_model), self.cfg.llm_model, self.engine_name())
+                self._cached = StoreFirstGenerator(store, self._cached_engine)
+            else:
+                self._cached = self._cached_engine()
         return self._cached
 
     @property
     def stats(self) -> dict[str, int]:
-        return dict(self._cached.stats) if self._cached is not None else {"hits": 0, "generated": 0}
+        from toolret.llm.shards import StoreFirstGenerator
+
+        g = self._cached
+        if g is None:
+            return {"hits": 0, "generated": 0}
+        if isinstance(g, StoreFirstGenerator):
+            inner = dict(g.inner.stats) if g.built else {"hits": 0, "generated": 0}
+            return {**inner, **g.stats}
+        return dict(g.stats)
 
     def describe(self) -> dict[str, Any]:
         g = self.generator

@@ -24,6 +24,7 @@ from toolret.registry import (
     Component,
     StageTemplate,
     register_component,
+    register_generation_job,
     register_pipeline,
     register_report,
     register_section,
@@ -103,6 +104,8 @@ register_pipeline("reinvoke-bm25", "reinvoke-intents+reinvoke-qgen-bm25", "Re-In
 register_pipeline("hyde", "hyde-docs+dense", "HyDE baseline (dense)")
 
 register_report("reinvoke", "toolret.methods.reinvoke.report:write_report")
+register_generation_job("reinvoke-queries", "toolret.methods.reinvoke.generation:queries_job")
+register_generation_job("reinvoke-intents", "toolret.methods.reinvoke.generation:intents_job")
 
 PIPELINES = ("reinvoke", "reinvoke-bm25", "hyde")
 _LLM = ("reinvoke",)

@@ -25,7 +25,13 @@ from toolret.methods.reinvoke.config import ReInvokeConfig
 
 
 class LazyLLM(LazyCachedLLM):
-    """Re-Invoke's LLM: the engine ``reinvoke.llm_engine`` names (local or a served one), cached."""
+    """Re-Invoke's LLM: the engine ``reinvoke.llm_engine`` names (local or a served one), cached; the
+    committed generation shards answer first (a fresh clone regenerates nothing they hold)."""
+
+    shards = True
+
+    def engine_name(self) -> str:
+        return self.cfg.llm_engine
 
     def build(self):
         from toolret.llm.engines import build_generator
@@ -177,3 +183,45 @@ def status_counts(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         out["failed"] = sum(1 for r in records if not r.get("query"))
     out["hit_max_new_tokens"] = sum(1 for r in records if r.get("finish_reason") == "length")
     return out
+
+
+# ------------------------------------------------------------------ durable (sharded) generation jobs
+def durable_job(kind: str, catalog, cfg: ReInvokeConfig, n: int | None = None):
+    """The prompts and sampling settings of a Re-Invoke generation job over ``catalog``, as
+    ``toolret generate-shards`` runs it: ``queries`` (every tool's original document, ``n`` samples,
+    default ``generate_queries``) or ``intents`` (every judged test query)."""
+    from toolret.llm.prompts import intent_extraction_prompt, query_generation_prompt
+
+    if kind == "queries":
+        params = query_sampling(cfg)
+        if n is not None:
+            params = dataclasses.replace(params, n=n)
+        return [query_generation_prompt(d) for d in catalog.docs("original")], params
+    if kind == "intents":
+        return [intent_extraction_prompt(q.text) for q in catalog.split("test")], intent_sampling(cfg)
+    raise ValueError(f"unknown Re-Invoke generation job {kind!r} (queries, intents)")
+
+
+def _job(kind: str, catalog, params, n: int | None):
+    from toolret.llm.models import KNOWN_MODELS
+    from toolret.llm.prompts import intent_extraction_prompt, query_generation_prompt
+    from toolret.llm.shards import prompt_key
+
+    cfg = params.reinvoke.component_config()
+    prompts, sampling = durable_job(kind, catalog, cfg, n)
+    template = query_generation_prompt("{document}") if kind == "queries" else intent_extraction_prompt("{query}")
+    known = KNOWN_MODELS.get(cfg.llm_model)
+    provenance = {"method": "reinvoke", "kind": kind, "catalog": catalog.name, "prompt_versions": prompt_versions(),
+                  "prompt_template_sha": prompt_key(template)[:16],
+                  "quantisation": known.hf_id if known is not None else cfg.llm_model}
+    return prompts, sampling, LazyLLM(cfg), provenance
+
+
+def queries_job(catalog, params, n: int | None = None):
+    """``toolret generate-shards --job reinvoke-queries``: synthetic queries of every tool."""
+    return _job("queries", catalog, params, n)
+
+
+def intents_job(catalog, params, n: int | None = None):
+    """``toolret generate-shards --job reinvoke-intents``: intents of every judged test query."""
+    return _job("intents", catalog, params, n)
