@@ -28,7 +28,10 @@ def test_durable_job_writes_finished_shards_and_resumes_from_them(generator, tmp
     counting = Counting(generator)
     engine = CachedGenerator(counting, tmp_path / "cache.jsonl")
     store = _store(tmp_path / "gen")
-    summary = run_durable(store, "job", PROMPTS, SAMPLING, engine, PROV, shard_prompts=2)
+    landed = []
+    summary = run_durable(store, "job", PROMPTS, SAMPLING, engine, PROV, shard_prompts=2,
+                          on_shard=lambda path, meta: landed.append((path.name[:11], meta["n_records"])))
+    assert landed == [("shard-00000", 4), ("shard-00001", 2)]
     assert summary["shards_written"] == 2 and summary["samples"] == 6 and summary["remaining_samples"] == 0
     shards = sorted((tmp_path / "gen" / "job").glob("shard-*.jsonl"))
     assert [p.name[:11] for p in shards] == ["shard-00000", "shard-00001"]

@@ -275,6 +275,7 @@ def run_durable(store: ShardStore, job: str, prompts: Sequence[Prompt], params: 
                              "loadavg_1m": [round(load0, 2), round(os.getloadavg()[0], 2)], "cpus": os.cpu_count(),
                              "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}}
         path = store.write_shard(job, out, meta)  # type: ignore[arg-type]
+        meta = {**meta, "n_records": len(out)}
         summary["shards_written"] += 1
         summary["samples"] += len(out)
         summary["seconds"] += seconds
