@@ -37,21 +37,22 @@ def fingerprint(folder: Path) -> str | None:
     return h.hexdigest()
 
 
-def dataset_sources(project_dir: str | Path, datasets: Sequence[str]) -> dict[str, Path]:
-    """``{dataset: source folder}`` for the datasets the sensor can watch."""
+def dataset_sources(project_dir: str | Path, datasets: Sequence[str]) -> dict[str, tuple[Path, ...]]:
+    """``{dataset: its source folders}`` for the datasets the sensor can watch (a ToolBench env group
+    reads two)."""
     project_dir = Path(project_dir)
     params = load_params(project_dir)
     source = params.get("source") or {}
-    from toolret.catalog.registry import DATASETS, source_folder
+    from toolret.catalog.registry import DATASETS, source_folders
 
-    out: dict[str, Path] = {}
+    out: dict[str, tuple[Path, ...]] = {}
     beir = source.get("beir") or {}
     for ds in datasets:
         if ds in beir:
             p = Path(beir[ds])
-            out[ds] = p if p.is_absolute() else project_dir / p
+            out[ds] = (p if p.is_absolute() else project_dir / p,)
         elif ds in DATASETS:
-            out[ds] = source_folder(ds, source.get("root"), project_dir)
+            out[ds] = source_folders(ds, source.get("root"), project_dir)
     return out
 
 
@@ -69,8 +70,8 @@ def build_sensors(items: Sequence[StageItem], project_dir: str | Path) -> list[d
         description="Rebuild a dataset's catalog when its raw source files change (size/mtime fingerprint).",
     )
     def raw_data_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
-        current = {ds: fp for ds, folder in dataset_sources(project_dir, list(catalogs)).items()
-                   if (fp := fingerprint(folder)) is not None}
+        current = {ds: "+".join(fps) for ds, folders in dataset_sources(project_dir, list(catalogs)).items()
+                   if None not in (fps := [fingerprint(f) for f in folders])}
         try:
             previous: Any = json.loads(context.cursor) if context.cursor else None
         except ValueError:

@@ -47,7 +47,7 @@ def _folded(catalog, params, components: list[str] | tuple[str, ...] = ()):
     if not folds and cfg.auto_folds and components and not catalog.split("train"):
         from toolret.registry import component
 
-        if any(component(c).trains for c in components):
+        if any(component(c).learns_from(catalog.name, params) for c in components):
             folds = cfg.auto_folds
     if not folds:
         return catalog

@@ -1,9 +1,9 @@
 """Evaluate one retriever on one catalog: rankings -> per-query metrics -> the evaluation JSON.
 
 The JSON (written by ``toolret evaluate`` and the ``evaluate`` DVC stages) holds ``dataset``,
-``method``, ``docs``, ``n_queries``, ``metrics`` (fractions), ``ci95`` (bootstrap, same keys),
-``latency_ms`` (p50/p95 of single-query searches) and ``provenance``. The per-query table goes to a
-JSONL beside it (query id, every metric, top-10 ranked ids, gold ids).
+``method``, ``docs``, ``n_queries``, ``n_tools`` (the corpus size searched), ``metrics`` (fractions),
+``ci95`` (bootstrap, same keys), ``latency_ms`` (p50/p95 of single-query searches) and ``provenance``.
+The per-query table goes to a JSONL beside it (query id, every metric, top-10 ranked ids, gold ids).
 """
 
 from __future__ import annotations
@@ -77,6 +77,7 @@ def evaluate_retriever(retriever: Retriever, catalog: Catalog, *, method: str, d
     texts = [q.text for q in catalog.split(split)]
     result = {
         "dataset": catalog.name, "method": method, "docs": docs, "split": split, **scores,
+        "n_tools": len(catalog.tools),
         "latency_ms": single_query_latency_ms(retriever, texts, k) if measure_latency else None,
         "batch_search_s": search_s,
         "provenance": provenance or {},

@@ -57,8 +57,11 @@ class Component:
         load: ``path -> component`` for a directory written by the component's ``save``.
         sections: the ``params.yaml`` sections it reads (DVC param deps, MLflow params).
         description: one line for ``toolret datasets`` and docs.
-        trains: its ``fit`` learns from the catalogue's train split (on a dataset without one the CLI
-            evaluates it on a k-fold of the test split: ``catalog.folds`` / ``catalog.auto_folds``).
+        trains: its ``fit`` learns from a train split: the evaluated catalogue's (on a dataset without
+            one the CLI evaluates it on a k-fold of the test split: ``catalog.folds`` / ``catalog.auto_folds``)
+            unless ``train_dataset(params)`` names another dataset it learns from.
+        train_dataset: ``params -> dataset name | None``: where a learning component trains when that is
+            not the evaluated catalogue (ToolRerank's ``toolrerank.train_dataset``).
     """
 
     name: str
@@ -67,7 +70,15 @@ class Component:
     load: Callable[[Path], Any]
     sections: tuple[str, ...] = ()
     description: str = ""
-    trains: bool = False  # fit learns from the train split (a dataset without one is k-folded, see cli)
+    trains: bool = False  # fit learns from a train split (a dataset without one is k-folded, see cli)
+    train_dataset: Callable[[Any], str | None] | None = None
+
+    def learns_from(self, catalog_name: str, params: Any) -> bool:
+        """Whether ``fit`` learns from this catalogue's own train split."""
+        if not self.trains:
+            return False
+        other = self.train_dataset(params) if self.train_dataset is not None else None
+        return other is None or other == catalog_name
 
     @property
     def package(self) -> str:
@@ -111,6 +122,11 @@ class StageTemplate:
     ``entry`` (``"toolret.cli:cmd_index"``) is the function the command runs: the stage's code deps are
     the source files it imports (transitively), derived by :mod:`toolret.stages`. ``outs`` entries are
     paths, or ``{path: {"cache": False}}`` for small artifacts kept in git.
+
+    ``item_deps(params, item)`` gives each ``foreach`` item its own deps (e.g. a dataset's raw source
+    folders). DVC cannot interpolate a list into ``deps``, so the stage is then written with a mapping
+    ``foreach: {item: {src0: path, src1: path}}`` and deps ``${item.src0}`` ...; its ``cmd`` / ``outs``
+    name the item ``${key}``. An item with fewer paths than the widest one repeats its last path.
     """
 
     name: str
@@ -127,6 +143,7 @@ class StageTemplate:
     components: tuple[str, ...] = ()  # pipelines / components the command builds (their packages are code deps)
     components_param: str | None = None  # ... or a params list naming them (e.g. "methods")
     only_if: str | None = None  # a params key (dotted); the stage is generated only where its value is non-empty
+    item_deps: Callable[[Any, str], tuple[str, ...]] | None = None  # per-item deps (with a foreach)
 
 
 _REPORTS: dict[str, str] = {}

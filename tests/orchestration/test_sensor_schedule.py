@@ -9,7 +9,7 @@ from pathlib import Path
 import dagster as dg
 import yaml
 
-from orch_helpers import REPO
+from orch_helpers import REPO, fixture_dvc_yaml
 
 from dagster_project.definitions import build_definitions
 from dagster_project.sensors import dataset_sources, fingerprint
@@ -22,11 +22,11 @@ def _project(tmp_path: Path) -> tuple[Path, Path]:
     other = write_fixture_catalog(tmp_path / "sources" / "other", n_tools=5, n_train=0, n_test=3)
     project = tmp_path / "project"
     project.mkdir()
-    (project / "dvc.yaml").write_text((REPO / "dvc.yaml").read_text())
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     params.update(datasets=["fixture", "other"], finetune_datasets=[], methods=["bm25"],
                   source={"root": str(tmp_path / "sources"), "beir": {"fixture": str(source), "other": str(other)}})
     (project / "params.yaml").write_text(yaml.safe_dump(params))
+    (project / "dvc.yaml").write_text(fixture_dvc_yaml(params))
     return project, source
 
 
@@ -58,12 +58,13 @@ def test_sensor_requests_catalog_runs_for_changed_sources(tmp_path: Path) -> Non
 
 
 def test_dataset_sources_of_the_real_params() -> None:
-    sources = dataset_sources(REPO, ["toollens", "mtrb-restbench", "toolbench-g1-tool"])
-    assert sources["toollens"].name == "toollens"
-    assert sources["mtrb-restbench"].name == "mtrb"
-    assert sources["toolbench-g1-tool"].name == "toolbench-stabletoolbench"
-    if sources["toollens"].is_dir():
-        assert fingerprint(sources["toollens"]) == fingerprint(sources["toollens"])
+    sources = dataset_sources(REPO, ["toollens", "mtrb-restbench", "toolbench-g1-tool", "toolbench-env-g1-tool"])
+    assert [p.name for p in sources["toollens"]] == ["toollens"]
+    assert [p.name for p in sources["mtrb-restbench"]] == ["mtrb"]
+    assert [p.name for p in sources["toolbench-g1-tool"]] == ["toolbench-stabletoolbench"]
+    assert [p.name for p in sources["toolbench-env-g1-tool"]] == ["toolbench-stabletoolbench", "toolbench-toolenv"]
+    if sources["toollens"][0].is_dir():
+        assert fingerprint(sources["toollens"][0]) == fingerprint(sources["toollens"][0])
     assert fingerprint(REPO / "does-not-exist") is None
 
 

@@ -142,4 +142,5 @@ def test_one_evaluate_path_for_composed_and_plain(fixture_catalog_dir, tmp_path,
     expected = _expected(catalog, 100)
     rows = [json.loads(line) for line in (tmp_path / f"{SPEC}.per_query.jsonl").read_text().splitlines()]
     assert {r["query_id"]: r["ranked"] for r in rows} == {q: ids[:10] for q, ids in expected.items()}
-    assert all(r["query"] and len(r["top5_names"]) == 5 for r in rows)
+    assert all(r["query"] and len(r["top5_names"]) == min(5, len(r["ranked"])) for r in rows)
+    assert any(len(r["ranked"]) < 10 for r in rows)  # bm25 ranks only documents sharing a query term

@@ -89,3 +89,30 @@ def test_finetune_selects_on_dev_and_resumes_after_kill(fixture_catalog_dir, tmp
     # the saved model is the selected checkpoint: its dev recall (toolret.metrics) equals the evaluator's
     assert report["dev"]["recall@5"] == pytest.approx(best["dev_recall@5"], abs=1e-6)
     assert not work_dirs() and not (out / "checkpoints").exists()
+
+
+def test_evaluate_dense_ft_refuses_a_model_trained_with_other_finetune_params(fixture_catalog_dir, tmp_path, monkeypatch):
+    """A finetune parameter changes after training: `toolret evaluate --method dense-ft` must not reuse the
+    old model; it refuses with a message naming the parameter and how to retrain."""
+    from toolret.cli import main
+
+    monkeypatch.setenv("TOOLRET_PROJECT_DIR", str(tmp_path))
+    (tmp_path / "params.yaml").write_text("finetune: {epochs: 1, batch_size: 8, max_seq_length: 32, eval_steps: 0}\n")
+    args = ["--params", str(tmp_path / "params.yaml"), "evaluate", "--dataset", str(fixture_catalog_dir),
+            "--method", "dense-ft", "--k", "5"]
+    assert main([*args, "--output", str(tmp_path / "a.json")]) == 0
+    model = tmp_path / "data" / "models" / "fixture_catalog" / "dense-ft"
+    weights = sorted(model.rglob("*.safetensors"))[0]
+    before = weights.stat().st_mtime_ns
+    assert main([*args, "--output", str(tmp_path / "b.json")]) == 0  # same inputs: reused
+    assert json.loads((tmp_path / "a.json").read_text())["metrics"] == json.loads((tmp_path / "b.json").read_text())["metrics"]
+
+    with pytest.raises(CatalogError, match=r"config\.lr: 0\.0002 -> 0\.001.*Retrain it"):
+        from toolret.config import load_params
+        from toolret.registry import BuildContext, build_component
+
+        params = load_params(tmp_path / "params.yaml", ["finetune.lr=0.001"])
+        catalog = carve_dev_split(load_beir(fixture_catalog_dir), params.catalog.dev_fraction, params.catalog.seed)
+        build_component("dense-ft", BuildContext(catalog, params)).fit(catalog)
+    assert main([*args, "--set", "finetune.lr=0.001", "--output", str(tmp_path / "c.json")]) == 2
+    assert not (tmp_path / "c.json").exists() and weights.stat().st_mtime_ns == before

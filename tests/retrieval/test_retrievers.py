@@ -66,5 +66,14 @@ def test_dense_matches_sentence_transformers_cosine(encoder, tmp_path):
 def test_ranking_run_has_scores_per_tool():
     r = BM25Retriever()
     r.index(IDS, DOCS)
-    run = r.search(["weather in Rome"], k=2, query_ids=["q"]).as_run()
-    assert list(run) == ["q"] and len(run["q"]) == 2 and "t0" in run["q"]
+    run = r.search(["weather and movies"], k=3, query_ids=["q"]).as_run()
+    assert list(run) == ["q"] and set(run["q"]) == {"t0", "t1"} and all(s > 0 for s in run["q"].values())
+
+
+def test_bm25_never_ranks_documents_that_share_no_term_with_the_query():
+    r = BM25Retriever()
+    r.index(["w", "m", "b"], ["weather forecast for a city", "movie search by title", "book a hotel room"])
+    ranking = r.search(["weather tomorrow", "quantum chromodynamics", "the of and"], k=3)
+    assert ranking.ranked_ids(0) == ["w"]  # the two zero-score documents are not results
+    assert ranking.ranked_ids(1) == [] and ranking.ranked_ids(2) == []  # no match / only stopwords
+    assert ranking.as_run()["1"] == {}

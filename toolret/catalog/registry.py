@@ -1,4 +1,10 @@
-"""Dataset names -> loaders; the one entry point that turns a name (or a BEIR path) into a Catalog."""
+"""Dataset names -> loaders; the one entry point that turns a name (or a BEIR path) into a Catalog.
+
+A named dataset reads one or more folders under the source root (``toolbench-env-*``: the groups'
+``toolbench-stabletoolbench`` and the tool environment ``toolbench-toolenv``); its loader is called with
+those folders, in the order :func:`source_dirs` gives them. The ``catalog`` DVC stage depends on exactly
+these folders (:func:`toolret.stages.catalog_source_deps`).
+"""
 
 from __future__ import annotations
 
@@ -8,30 +14,48 @@ from pathlib import Path
 
 from toolret.catalog.loaders.beir import load_beir
 from toolret.catalog.loaders.mtrb import load_metatool, load_mtrb_toolbench, load_restbench
-from toolret.catalog.loaders.toolbench import load_toolbench_group
+from toolret.catalog.loaders.toolbench import GROUPS, group_dataset_name, load_toolbench_group
+from toolret.catalog.loaders.toolbench_env import load_toolbench_env_group
 from toolret.catalog.loaders.toollens import load_toollens, load_toollens_scene_disjoint
 from toolret.catalog.model import Catalog, CatalogError
 from toolret.catalog.source import source_root
 
-_LOADERS: dict[str, tuple[str, Callable[[Path], Catalog]]] = {
-    "toollens": ("toollens", load_toollens),
-    "toollens-scene-disjoint": ("toollens", load_toollens_scene_disjoint),
-    "mtrb-restbench": ("mtrb", load_restbench),
-    "mtrb-metatool": ("mtrb", load_metatool),
-    "mtrb-toolbench": ("mtrb", load_mtrb_toolbench),
+# name -> (source folders under the source root, loader called with those folders as Paths)
+_LOADERS: dict[str, tuple[tuple[str, ...], Callable[..., Catalog]]] = {
+    "toollens": (("toollens",), load_toollens),
+    "toollens-scene-disjoint": (("toollens",), load_toollens_scene_disjoint),
+    "mtrb-restbench": (("mtrb",), load_restbench),
+    "mtrb-metatool": (("mtrb",), load_metatool),
+    "mtrb-toolbench": (("mtrb",), load_mtrb_toolbench),
 }
-for _g in ["G1_instruction", "G1_category", "G1_tool", "G2_instruction", "G2_category", "G3_instruction"]:
-    _LOADERS["toolbench-" + _g.lower().replace("_", "-")] = (
-        "toolbench-stabletoolbench", lambda folder, g=_g: load_toolbench_group(folder, g))
+for _g in GROUPS:
+    _LOADERS[group_dataset_name(_g)] = (
+        ("toolbench-stabletoolbench",), lambda folder, g=_g: load_toolbench_group(folder, g))
+for _g in GROUPS:
+    _LOADERS[group_dataset_name(_g, "toolbench-env-")] = (
+        ("toolbench-stabletoolbench", "toolbench-toolenv"),
+        lambda groups, toolenv, g=_g: load_toolbench_env_group(groups, toolenv, g))
 
 DATASETS = list(_LOADERS)
 
 
-def source_folder(name: str, root: str | Path | None = None, project_dir: str | Path | None = None) -> Path:
-    """The raw source folder a named dataset is read from (e.g. ``.../datasets/mtrb``)."""
+def source_dirs(name: str) -> tuple[str, ...]:
+    """The source folders (relative to the source root) a named dataset is read from."""
     if name not in _LOADERS:
         raise CatalogError(f"unknown dataset {name!r}; choose one of {DATASETS}")
-    return source_root(root, project_dir) / _LOADERS[name][0]
+    return _LOADERS[name][0]
+
+
+def source_folders(name: str, root: str | Path | None = None,
+                   project_dir: str | Path | None = None) -> tuple[Path, ...]:
+    """Every raw source folder a named dataset is read from (e.g. ``(.../datasets/mtrb,)``)."""
+    base = source_root(root, project_dir)
+    return tuple(base / d for d in source_dirs(name))
+
+
+def source_folder(name: str, root: str | Path | None = None, project_dir: str | Path | None = None) -> Path:
+    """The first (primary) source folder of a named dataset; :func:`source_folders` gives all of them."""
+    return source_folders(name, root, project_dir)[0]
 
 
 def carve_dev_split(catalog: Catalog, fraction: float, seed: int) -> Catalog:
@@ -71,11 +95,12 @@ def load_dataset(name_or_path: str, *, root: str | Path | None = None, beir: Map
     beir = dict(beir or {})
     if name_or_path in _LOADERS:
         loader = _LOADERS[name_or_path][1]
-        folder = source_folder(name_or_path, root, project_dir)
-        if not folder.is_dir():
-            raise CatalogError(f"dataset {name_or_path!r}: source folder {folder} not found "
-                               "(set params.yaml source.root or TOOLRET_DATA_SOURCE)")
-        catalog = loader(folder)
+        folders = source_folders(name_or_path, root, project_dir)
+        for folder in folders:
+            if not folder.is_dir():
+                raise CatalogError(f"dataset {name_or_path!r}: source folder {folder} not found "
+                                   "(set params.yaml source.root or TOOLRET_DATA_SOURCE)")
+        catalog = loader(*folders)
     elif name_or_path in beir:
         path = Path(beir[name_or_path])
         if not path.is_absolute() and project_dir:

@@ -24,7 +24,8 @@ class BM25Config(StrictModel):
 
 
 class BM25Retriever:
-    """Sparse lexical retriever.
+    """Sparse lexical retriever. Only documents sharing a term with the query are results (a ranking may
+    hold fewer than k; ``-1`` pads it).
 
     Example:
         >>> r = BM25Retriever()
@@ -61,7 +62,10 @@ class BM25Retriever:
         indices, scores = self._model.retrieve(tokens, k=k, show_progress=False, n_threads=1)
         indices = np.asarray(indices, dtype=np.int64)
         scores = np.asarray(scores, dtype=np.float32)
-        # bm25s returns arbitrary documents for zero scores; an all-stopword query retrieves nothing real.
+        # bm25s fills the top k with arbitrary zero-score documents when fewer than k share a term with
+        # the query: those are not results (``-1``), so a query with no match retrieves nothing.
+        indices[scores <= 0] = -1
+        scores[scores <= 0] = -np.inf
         return Ranking(default_query_ids(len(queries), query_ids), self.tool_ids, indices, scores)
 
     def save(self, path: str | Path) -> None:

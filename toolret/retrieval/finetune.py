@@ -73,6 +73,17 @@ def dev_evaluator(catalog: Catalog, docs: str):
         write_csv=False, main_score_function="cosine")
 
 
+def artifact_key(catalog: Catalog, config: FinetuneConfig) -> dict:
+    """The inputs a dense-ft artifact is made from (:mod:`toolret.artifact_key`): the training settings
+    (not the device), the train pairs and the dev split that selects the step, the base encoder."""
+    from toolret.artifact_key import make_key
+
+    train = training_pairs(catalog, "train", config.docs, config.max_train_pairs, config.seed)
+    dev = sorted((q.text, sorted(catalog.gold(q.id))) for q in catalog.split("dev"))
+    settings = {k: v for k, v in config.to_dict().items() if k not in ("device", "model")}
+    return make_key("dense-ft", settings, {"train": train, "dev": dev}, str(config.model))
+
+
 def _work_dir(out_dir: Path, config: FinetuneConfig, train: list[tuple[str, str]]) -> Path:
     """Checkpoints of an unfinished run live beside the output, keyed by config and data: a rerun resumes."""
     key = hashlib.sha256(json.dumps([config.to_dict(), train], sort_keys=True).encode()).hexdigest()[:12]
@@ -131,6 +142,9 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
                   "dev_history": history, "selected_step": _checkpoint_step(trainer.state.best_model_checkpoint),
                   "dev": dev_recall(catalog, model, config.docs)}
         (tmp / "finetune.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+        from toolret.artifact_key import write_key
+
+        write_key(tmp, artifact_key(catalog, config))
     from toolret.atomic import write_json
     from toolret.evaluation import run_info_path
 

@@ -1,8 +1,9 @@
 """``dense-ft``: the dense retriever over an encoder fine-tuned on the catalogue's train split.
 
 The fine-tune artifact is a folder holding ``model/`` (sentence-transformers weights) and
-``finetune.json`` (the training report). ``fit`` trains it when absent (resumable, dev-selected: see
-:mod:`toolret.retrieval.finetune`) and never modifies it when present.
+``finetune.json`` (the training report) and ``artifact_key.json`` (its inputs). ``fit`` trains it when
+absent (resumable, dev-selected: see :mod:`toolret.retrieval.finetune`), never modifies it when present,
+and refuses it when its recorded inputs differ from the current params and data (:mod:`toolret.artifact_key`).
 """
 
 from __future__ import annotations
@@ -34,12 +35,18 @@ class FinetunedDenseRetriever(DenseRetriever):
         return (self.artifact / "model").is_dir()
 
     def fit(self, catalog: Catalog) -> None:
-        """Train on ``catalog``'s train split unless the artifact exists."""
-        if self.trained:
-            return
+        """Train on ``catalog``'s train split unless the artifact exists (and was made from these inputs)."""
         if not catalog.split("train"):
             raise CatalogError(f"dense-ft: dataset {catalog.name!r} has no training split to fine-tune on")
-        from toolret.retrieval.finetune import finetune
+        from toolret.retrieval.finetune import artifact_key, finetune
+
+        if self.trained:
+            from toolret.artifact_key import require_current
+
+            require_current(self.artifact, artifact_key(catalog, self.finetune_config),
+                            f"remove {self.artifact} and run `toolret fit --method dense-ft --dataset {catalog.name} "
+                            f"--out {self.artifact}` (or `dvc repro finetune@{catalog.name}`)")
+            return
 
         finetune(catalog, self.artifact, self.finetune_config)
 

@@ -229,4 +229,5 @@ def test_round_trip_consistency_counts_own_tool_hits():
             {"tool_id": "c", "sample_index": 0, "query": "weather in rain"},  # retrieves w, not its own tool
             {"tool_id": "c", "sample_index": 1, "query": None}]  # unparsable: not counted
     rt = round_trip_consistency(recs, r, ks=(1, 3))
-    assert rt["n_queries"] == 3 and abs(rt["recall@1"] - 2 / 3) < 1e-9 and rt["recall@3"] == 1.0
+    # "weather in rain" shares no term with c's document: c is no result at any depth
+    assert rt["n_queries"] == 3 and abs(rt["recall@1"] - 2 / 3) < 1e-9 and abs(rt["recall@3"] - 2 / 3) < 1e-9

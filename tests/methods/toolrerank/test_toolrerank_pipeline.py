@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -163,3 +164,24 @@ def test_report_from_an_evaluation_grid_names_the_artifact_and_its_numbers(train
     main_row = next(line for line in text.splitlines() if line.startswith("| **ToolRerank** |"))
     variants = summary["variants"]["toolrerank"]["metrics"]
     assert f"{100 * variants['recall@5']:.1f}" in main_row
+
+
+def test_a_trained_artifact_is_refused_after_its_training_params_or_first_stage_change(trained, tmp_path, capsys):
+    """Artifacts know their inputs: another lr or another first stage is never served by the old artifact."""
+    before = (trained["artifact"] / "toolrerank.json").stat().st_mtime_ns
+    for override, named in (("toolrerank.lr=0.001", r"config\.lr: 0\.0001 -> 0\.001"),
+                            ("dense.max_seq_length=128", "first_stage:")):
+        out = tmp_path / "r.json"
+        code = main(["--params", str(trained["params"]), "evaluate", "--dataset", str(trained["catalog"]),
+                     "--method", "toolrerank", "--set", override, "--output", str(out)])
+        assert code == 2 and not out.exists(), override
+        assert re.search(named, capsys.readouterr().err), override
+    from toolret.artifact_key import differences, read_key
+    from toolret.config import load_params
+    from toolret.methods.toolrerank.training import artifact_key
+
+    params = load_params(trained["params"], ["toolrerank.lr=0.001"])
+    diff = differences(read_key(trained["artifact"]), artifact_key(params.toolrerank.component_config(), params,
+                                                                    "fixture_catalog"))
+    assert any(d.startswith("config.lr") for d in diff) and len(diff) == 1, diff
+    assert (trained["artifact"] / "toolrerank.json").stat().st_mtime_ns == before  # never retrained in place

@@ -33,8 +33,12 @@ def read_json(path: Path) -> Any:
 
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line number, object)``; blank lines are skipped, anything else must be a JSON object."""
-    for lineno, line in enumerate(read_text(path).splitlines(), start=1):
+    """Yield ``(line number, object)``; blank lines are skipped, anything else must be a JSON object.
+
+    Records are split on ``\n`` only (JSON Lines): ``str.splitlines`` would also split inside a string
+    holding U+2028 / U+0085 ..., which ``json.dumps(..., ensure_ascii=False)`` writes unescaped.
+    """
+    for lineno, line in enumerate(read_text(path).split("\n"), start=1):
         if not line.strip():
             continue
         try:

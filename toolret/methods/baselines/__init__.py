@@ -64,7 +64,8 @@ register_component(Component("bm25", "retriever", _bm25, _load_bm25, ("bm25",),
 register_component(Component("dense", "retriever", _dense, _load_dense, ("dense",),
                              "zero-shot bi-encoder (all-MiniLM-L6-v2) over a faiss inner-product index"))
 register_component(Component("dense-ft", "retriever", _dense_ft, _load_dense_ft, ("dense", "finetune"),
-                             "the dense encoder fine-tuned on the train split (in-batch negatives, dev-selected)"))
+                             "the dense encoder fine-tuned on the train split (in-batch negatives, dev-selected)",
+                             trains=True))
 
 register_stage(StageTemplate(
     name="finetune", order=30, costly=True, foreach="${finetune_datasets}",

@@ -66,7 +66,7 @@ def _load_colt(path: Path):
 
 register_component(Component("colt", "retriever", _colt, _load_colt, ("colt", "dense", "finetune"),
                              "COLT: dense-ft + dual-view LightGCN collaborative learning (query-tool, query-scene, "
-                             "scene-tool graphs from the train split), dev-selected"))
+                             "scene-tool graphs from the train split), dev-selected", trains=True))
 
 register_pipeline("colt", "colt", "COLT (semantic stage colt.encoder, default dense-ft, + collaborative learning)")
 

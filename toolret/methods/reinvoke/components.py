@@ -221,9 +221,12 @@ class ReInvokeIndex:
         if not texts:
             return np.zeros((0, n_tools)), np.zeros((0, n_tools), dtype=np.int64)
         if self.backbone == "bm25":
+            # a copy BM25 does not return shares no term with the query: it scores 0 in the mean; a tool none
+            # of whose copies is returned is no result (-inf), as in the plain BM25 retriever
             scores, pos = scatter_ranking(self._engine.search(texts, k=self.n_copies), self.n_copies, 0.0)
-            return (aggregate_scores(scores, self.owner, n_tools, self.config.aggregation),
-                    first_position(pos, self.owner, n_tools))
+            first = first_position(pos, self.owner, n_tools)
+            agg = aggregate_scores(scores, self.owner, n_tools, self.config.aggregation)
+            return np.where(first < self.n_copies, agg, -np.inf), first
         emb = self.encoder.encode(texts)
         if self.config.aggregation == "mean":
             return scatter_ranking(self._engine.search_embeddings(emb, n_tools), n_tools, -np.inf)

@@ -79,9 +79,12 @@ def _build(plain_m: int | None):
             from toolret.methods.toolrerank.hierarchy import is_multi_tool
 
             oracle = {q.text: is_multi_tool(ctx.catalog, q.id) for q in ctx.catalog.queries if ctx.catalog.gold(q.id)}
+        from toolret.methods.toolrerank.training import artifact_key
+
         artifact = artifact_dir(ctx)
+        key = artifact_key(cfg, ctx.params, cfg.train_dataset or ctx.catalog.name)
         return ToolRerankReranker(cfg, artifact, plain_m=plain_m, dense_config=ctx.params.dense,
-                                  trainer=_trainer(ctx, artifact), oracle=oracle)
+                                  trainer=_trainer(ctx, artifact), oracle=oracle, expected_key=key)
 
     return build
 
@@ -92,11 +95,17 @@ def _load(path: Path):
     return ToolRerankReranker.load(path)
 
 
+def _train_dataset(params) -> str | None:
+    return params.toolrerank.train_dataset
+
+
 register_component(Component("toolrerank-ce", "reranker", _build(None), _load, ("toolrerank", "dense"),
-                             "ToolRerank: adaptive truncation + trained cross-encoder + hierarchy-aware reranking"))
+                             "ToolRerank: adaptive truncation + trained cross-encoder + hierarchy-aware reranking",
+                             trains=True, train_dataset=_train_dataset))
 for _m in RERANK_M:
     register_component(Component(f"ce-top{_m}", "reranker", _build(_m), _load, ("toolrerank", "dense"),
-                                 f"Rerank-{_m}: the ToolRerank cross-encoder over the first stage's top {_m}"))
+                                 f"Rerank-{_m}: the ToolRerank cross-encoder over the first stage's top {_m}",
+                                 trains=True, train_dataset=_train_dataset))
     register_pipeline(f"rerank-{_m}", f"dense+ce-top{_m}", f"Rerank-{_m} baseline (dense first stage)")
 register_pipeline("toolrerank", "dense+toolrerank-ce", "ToolRerank over the dense first stage")
 

@@ -30,7 +30,7 @@ class ToolRerankReranker:
 
     def __init__(self, config: ToolRerankConfig, artifact: str | Path, *, plain_m: int | None = None,
                  dense_config=None, trainer: Callable[[], Any] | None = None,
-                 oracle: Mapping[str, bool] | None = None) -> None:
+                 oracle: Mapping[str, bool] | None = None, expected_key: Mapping[str, Any] | None = None) -> None:
         from toolret.retrieval.dense import DenseConfig
 
         self.config = config
@@ -39,6 +39,8 @@ class ToolRerankReranker:
         self.dense_config = dense_config or DenseConfig()
         self.trainer = trainer
         self.oracle = dict(oracle) if oracle is not None else None
+        self.expected_key = dict(expected_key) if expected_key is not None else None
+        self._checked = False
         self.tool_ids: list[str] = []
         self.tools: list[Tool] = []
         self.documents: list[str] = []
@@ -67,6 +69,13 @@ class ToolRerankReranker:
 
     def _ensure_trained(self) -> None:
         if self.trained:
+            if self.expected_key is not None and not self._checked:
+                from toolret.artifact_key import require_current
+
+                require_current(self.artifact, self.expected_key,
+                                f"remove {self.artifact} and run `toolret fit --method {self.name} --dataset "
+                                f"<toolrerank.train_dataset> --out {self.artifact}`")
+                self._checked = True
             return
         if self.trainer is None:
             raise CatalogError(f"{self.name}: {self.artifact} is not a trained ToolRerank artifact; train it with "

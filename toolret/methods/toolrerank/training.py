@@ -94,6 +94,20 @@ def library(tools, seen):
                    seen_tools=set(seen.tools), by_tool=apis_by_tool(tools))
 
 
+def artifact_key(config: ToolRerankConfig, params: CoreParams, train_dataset: str) -> dict[str, Any]:
+    """The inputs of a ToolRerank artifact (:mod:`toolret.artifact_key`): the training settings, the training
+    data (a MANIFEST-verified dataset and the dev carving of ``catalog``), the base encoder, and the first
+    stage that mines hard negatives and feeds the dev grid (its name and section)."""
+    from toolret.artifact_key import fingerprint, make_key
+    from toolret.registry import component
+
+    training = {k: v for k, v in config.training().to_dict().items() if k not in ("base_model", "train_dataset")}
+    sections = {s: getattr(params, s).to_dict() for s in component(config.first_stage).sections if hasattr(params, s)}
+    stage = {"component": config.first_stage, "sections": sections}
+    return make_key("toolrerank", training, {"dataset": train_dataset, "catalog": params.catalog.to_dict()},
+                    config.base_model, fingerprint(stage))
+
+
 def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParams, out_dir: str | Path,
                    docs: str = "original") -> dict[str, Any]:
     """Train (cross-encoder, classifier), select on dev, and write the artifact to ``out_dir``."""
@@ -177,6 +191,9 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
         clf.save(tmp)
         (tmp / SEEN).write_text(json.dumps({"apis": seen.to_list()}), encoding="utf-8")
         (tmp / REPORT).write_text(json.dumps(report, indent=1), encoding="utf-8")
+        from toolret.artifact_key import write_key
+
+        write_key(tmp, artifact_key(config, params, catalog.name))
     shutil.rmtree(work, ignore_errors=True)
     return report
 
@@ -228,4 +245,4 @@ def _dev_baselines(views, gold, lib, selected, config, modes, oracle, metric) ->
     return out
 
 
-__all__ = ["artifact_complete", "first_stage", "library", "read_report", "read_seen", "sample_queries", "train_artifact"]
+__all__ = ["artifact_complete", "artifact_key", "first_stage", "library", "read_report", "read_seen", "sample_queries", "train_artifact"]
