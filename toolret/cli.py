@@ -202,6 +202,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     from toolret.roles import Corpus
 
     params = _params(args)
+    gates = _parse_gates(args.fail_under)  # malformed gates fail before the (long) evaluation
     ks = [int(k) for k in args.k.split(",")] if args.k else None
     catalog = _folded(_load_named(args.dataset, params), params, _spec_components(args.method))
     if args.docs == "cleaned":
@@ -219,6 +220,41 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     print(json.dumps({"dataset": result["dataset"], "method": args.method, "docs": args.docs,
                       "n_queries": result["n_queries"],
                       "metrics": {m: round(v, 4) for m, v in result["metrics"].items()}, "output": str(out)}, indent=1))
+    if gates:
+        _check_gates(gates, result["metrics"], out)
+
+
+FAIL_UNDER_EXIT = 3  # `toolret evaluate --fail-under`: a metric fell short (2: usage / data errors)
+
+
+def _parse_gates(specs: list[str] | None) -> dict[str, float]:
+    """``--fail-under recall@5=0.8`` (repeatable, or comma-separated) -> ``{"recall@5": 0.8}``."""
+    gates: dict[str, float] = {}
+    for spec in specs or []:
+        for item in filter(None, (part.strip() for part in spec.split(","))):
+            name, sep, value = item.partition("=")
+            try:
+                if not sep or not name.strip():
+                    raise ValueError
+                gates[name.strip()] = float(value)
+            except ValueError:
+                raise CatalogError(f"--fail-under {item!r}: expected METRIC=VALUE, e.g. recall@5=0.8") from None
+    return gates
+
+
+def _check_gates(gates: dict[str, float], metrics: dict[str, float], output) -> None:
+    """Exit :data:`FAIL_UNDER_EXIT` naming every metric below its gate (the result is already written)."""
+    unknown = sorted(set(gates) - set(metrics))
+    if unknown:
+        raise CatalogError(f"--fail-under: no metric {unknown} in the result (has {sorted(metrics)}; "
+                           "--k sets the cutoffs); result written to " + str(output))
+    short = {m: (metrics[m], floor) for m, floor in gates.items() if metrics[m] < floor}
+    if short:
+        names = ", ".join(f"{m} = {v:.4f} < {floor:g}" for m, (v, floor) in short.items())
+        print(f"toolret: regression gate failed: {names} (result written to {output})", file=sys.stderr)
+        raise SystemExit(FAIL_UNDER_EXIT)
+    print("toolret: regression gate passed: " + ", ".join(f"{m} = {metrics[m]:.4f} >= {floor:g}"
+                                                          for m, floor in gates.items()), file=sys.stderr)
 
 
 def cmd_evaluate_grid(args: argparse.Namespace) -> None:
@@ -320,11 +356,38 @@ def cmd_generate_shards(args: argparse.Namespace) -> None:
     print(json.dumps(summary))
 
 
+def _serving_limits(args: argparse.Namespace):
+    from toolret.serving.service import Limits
+
+    return Limits(max_queries=args.max_queries, max_query_chars=args.max_query_chars, max_k=args.max_k,
+                  max_body_bytes=args.max_body_bytes, max_in_flight=args.max_in_flight, workers=args.workers,
+                  timeout_s=args.timeout, torch_threads=args.torch_threads)
+
+
+def _saved_pipeline(index: str) -> str:
+    from toolret.pipeline import PIPELINE_FILE
+
+    if not (Path(index) / PIPELINE_FILE).is_file():
+        raise CatalogError(f"--index {index}: not a saved pipeline (no {PIPELINE_FILE}; "
+                           "one document variant of `toolret index`, e.g. data/indexes/<ds>/<method>/original)")
+    return index
+
+
 def cmd_serve(args: argparse.Namespace) -> None:
-    """Serve a saved pipeline over HTTP (``POST /search``)."""
+    """Serve a saved pipeline over HTTP: REST (``POST /search``) and MCP streamable HTTP (``/mcp``)."""
+    import os
+
     from toolret.serve import serve
 
-    serve(args.index, host=args.host, port=args.port)
+    serve(_saved_pipeline(args.index), host=args.host, port=args.port, catalog_dir=args.catalog,
+          limits=_serving_limits(args), admin_token=args.admin_token or os.environ.get("TOOLRET_ADMIN_TOKEN"))
+
+
+def cmd_mcp(args: argparse.Namespace) -> None:
+    """Serve a saved pipeline over MCP on stdio (the tool ``search_tools``), for desktop agents."""
+    from toolret.serving.mcp_server import run_stdio
+
+    run_stdio(_saved_pipeline(args.index), catalog_dir=args.catalog, limits=_serving_limits(args))
 
 
 def cmd_serve_llm(args: argparse.Namespace) -> None:
@@ -444,6 +507,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--model", help="dense: encoder name or folder; dense-ft: fine-tune artifact directory "
                     "(default data/models/<dataset>/dense-ft, trained if absent)")
     ev.add_argument("--output", required=True)
+    ev.add_argument("--fail-under", action="append", metavar="METRIC=VALUE",
+                    help="regression gate, e.g. recall@5=0.8 (repeatable or comma-separated): exit 3 naming "
+                    "every metric below its value (the result JSON is written either way)")
     overrides(ev)
     ev.set_defaults(func=cmd_evaluate)
 
@@ -472,11 +538,39 @@ def build_parser() -> argparse.ArgumentParser:
     overrides(rs)
     rs.set_defaults(func=cmd_reranker_separation)
 
-    sv = sub.add_parser("serve", help="serve a saved pipeline to agents over HTTP (POST /search)")
-    sv.add_argument("--index", required=True, help="a saved pipeline, e.g. data/indexes/<ds>/<method>/original")
+    def served(sp, http: bool):
+        from toolret.serving.service import Limits
+
+        d = Limits()
+        sp.add_argument("--index", required=True, help="a saved pipeline, e.g. data/indexes/<ds>/<method>/original")
+        sp.add_argument("--catalog", help="curated catalog directory giving tool names / descriptions / schemas "
+                        "to an index saved without tools.jsonl")
+        sp.add_argument("--max-queries", type=int, default=d.max_queries, help="queries per request")
+        sp.add_argument("--max-query-chars", type=int, default=d.max_query_chars, help="characters per query")
+        sp.add_argument("--max-k", type=int, default=d.max_k, help="results per query")
+        sp.add_argument("--workers", type=int, default=d.workers, help="threads running searches")
+        sp.add_argument("--timeout", type=float, default=d.timeout_s, help="seconds a request waits for its search")
+        sp.add_argument("--torch-threads", type=int, default=d.torch_threads,
+                        help="torch intra-op threads for pipelines with a neural encoder (0: torch's default)")
+        if http:
+            sp.add_argument("--max-in-flight", type=int, default=d.max_in_flight,
+                            help="searches admitted at once (running + queued); beyond: 503 + Retry-After")
+            sp.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes, help="request body limit")
+        else:
+            sp.set_defaults(max_in_flight=d.max_in_flight, max_body_bytes=d.max_body_bytes)
+
+    sv = sub.add_parser("serve", help="serve a saved pipeline to agents over HTTP: REST POST /search and MCP "
+                        "(streamable HTTP) at /mcp, on one port")
+    served(sv, http=True)
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8000)
+    sv.add_argument("--admin-token", help="bearer token for POST /admin/reload (default $TOOLRET_ADMIN_TOKEN; "
+                    "without one, reload is allowed from loopback only)")
     sv.set_defaults(func=cmd_serve)
+
+    mc = sub.add_parser("mcp", help="serve a saved pipeline over MCP on stdio (tool search_tools), for desktop agents")
+    served(mc, http=False)
+    mc.set_defaults(func=cmd_mcp)
 
     sl = sub.add_parser("serve-llm", help="serve a local LLM engine over the OpenAI API (for llm_engine: openai)")
     sl.add_argument("--engine", default="transformers", choices=["transformers", "llama.cpp"])

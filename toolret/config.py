@@ -210,3 +210,31 @@ def cache_home(params: CoreParams | None = None) -> Path:
 
 def data_dir() -> Path:
     return project_dir() / "data"
+
+
+def portable_path(value: Any) -> Any:
+    """``value`` with absolute paths inside the project made project-relative (recursively through dicts
+    and lists): a saved pipeline keeps working when ``data/`` is copied or the repository re-cloned."""
+    if isinstance(value, dict):
+        return {k: portable_path(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [portable_path(v) for v in value]
+    if isinstance(value, Path):
+        value = str(value)
+    if isinstance(value, str) and value.startswith(os.sep):
+        root = project_dir()
+        try:
+            return Path(os.path.normpath(value)).relative_to(root).as_posix()
+        except ValueError:
+            return value
+    return value
+
+
+def project_path(value: str | os.PathLike) -> Path:
+    """A path as written by :func:`portable_path`: absolute as is, relative to the project when it exists
+    there (else relative to the working directory)."""
+    path = Path(value)
+    if path.is_absolute():
+        return path
+    inside = project_dir() / path
+    return inside if inside.exists() else path

@@ -47,6 +47,11 @@ class Pipeline:
         self.rerankers = list(rerankers)
         parts = [c.name for c in (rewriter, retriever, *self.rerankers) if c is not None]
         self.name = name or "+".join(parts)
+        # what a served pipeline tells agents (toolret.serving.tools): the indexed tools' records and the
+        # catalogue it was fitted on; saved as tools.jsonl / pipeline.json "catalog", None when unknown
+        self.tool_records: list[dict[str, Any]] | None = None
+        self.catalog_info: dict[str, Any] | None = None
+        self._indexed_tools: list[Any] | None = None  # the Corpus tools, turned into records on save
 
     @property
     def components(self) -> list[Any]:
@@ -55,13 +60,17 @@ class Pipeline:
     # ---------------------------------------------------------------- learn / index
     def fit(self, catalog: Catalog) -> None:
         """Fit every component on the catalogue (train split; dev split for selection)."""
+        from toolret.serving.tools import catalog_summary
+
         for c in self.components:
             c.fit(catalog)
+        self.catalog_info = catalog_summary(catalog)
 
     def index(self, corpus: Corpus) -> None:
         self.retriever.index(corpus.tool_ids, corpus.documents)
         for r in self.rerankers:
             r.index(corpus)
+        self._indexed_tools, self.tool_records = list(corpus.tools), None
 
     def index_documents(self, tool_ids: Sequence[str], documents: Sequence[str]) -> None:
         """Index plain documents (no hierarchy: rerankers see each tool as its own parent)."""
@@ -99,7 +108,13 @@ class Pipeline:
 
     # ---------------------------------------------------------------- persistence
     def save(self, path: str | Path) -> None:
-        """``path/pipeline.json`` + one sub-directory per component (each loadable on its own)."""
+        """``path/pipeline.json`` + one sub-directory per component (each loadable on its own) + the tool
+        records ``tools.jsonl`` (where the pipeline knows its tools: indexed here or loaded with them)."""
+        from toolret.serving.tools import TOOLS_FILE, tool_record, write_tools
+
+        if self._indexed_tools is not None:
+            self.tool_records = [tool_record(t) for t in self._indexed_tools]
+            self._indexed_tools = None
         with atomic_directory(path) as tmp:
             entries = []
             for i, c in enumerate(self.components):
@@ -107,12 +122,18 @@ class Pipeline:
                 c.save(tmp / sub)
                 entries.append({"dir": sub, "component": c.name})
             roles = {"rewriter": self.rewriter is not None, "rerankers": len(self.rerankers)}
-            (tmp / PIPELINE_FILE).write_text(json.dumps({"name": self.name, "components": entries, **roles},
-                                                        indent=1), encoding="utf-8")
+            catalog = {"catalog": self.catalog_info} if self.catalog_info is not None else {}
+            (tmp / PIPELINE_FILE).write_text(json.dumps({"name": self.name, "components": entries, **roles,
+                                                         **catalog}, indent=1), encoding="utf-8")
+            if self.tool_records is not None:
+                write_tools(tmp / TOOLS_FILE, self.tool_records)
 
     @classmethod
     def load(cls, path: str | Path) -> Pipeline:
+        """A saved pipeline; its tool records and catalogue summary where it was saved with them (an older
+        index without ``tools.jsonl`` loads with ``tool_records = None``)."""
         from toolret.registry import load_component
+        from toolret.serving.tools import TOOLS_FILE, read_tools
 
         path = Path(path)
         meta_file = path / PIPELINE_FILE
@@ -121,7 +142,11 @@ class Pipeline:
         meta = json.loads(meta_file.read_text(encoding="utf-8"))
         comps = [load_component(path / e["dir"]) for e in meta["components"]]
         rewriter = comps.pop(0) if meta.get("rewriter") else None
-        return cls(comps[0], rewriter, comps[1:], name=meta["name"])
+        pipeline = cls(comps[0], rewriter, comps[1:], name=meta["name"])
+        pipeline.catalog_info = meta.get("catalog")
+        if (path / TOOLS_FILE).is_file():
+            pipeline.tool_records = read_tools(path / TOOLS_FILE)
+        return pipeline
 
 
 def build_pipeline(spec: str | PipelineSpec, catalog: Catalog, params: CoreParams, model: str | None = None) -> Pipeline:

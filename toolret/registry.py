@@ -322,10 +322,13 @@ def load_component(path: str | Path) -> Any:
 
 
 def write_component_meta(path: Path, name: str, **extra: Any) -> None:
-    """Write ``component.json`` (called by every component's ``save`` inside its atomic directory)."""
+    """Write ``component.json`` (called by every component's ``save`` inside its atomic directory); paths
+    inside the project are stored project-relative (:func:`toolret.config.portable_path`)."""
     import json
 
-    (path / COMPONENT_FILE).write_text(json.dumps({"component": name, **extra}, indent=1, default=str),
+    from toolret.config import portable_path
+
+    (path / COMPONENT_FILE).write_text(json.dumps(portable_path({"component": name, **extra}), indent=1, default=str),
                                        encoding="utf-8")
 
 

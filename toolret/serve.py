@@ -1,58 +1,254 @@
-"""Serve a saved pipeline to agents over HTTP (FastAPI + uvicorn).
+"""Serve a saved pipeline to agents over HTTP: REST and MCP (streamable HTTP) on one port.
 
-``toolret serve --index data/indexes/<ds>/<method>/<docs>`` loads the pipeline once and answers::
+``toolret serve --index data/indexes/<ds>/<method>/<docs>`` starts at once and loads the pipeline in the
+background (then one warm-up search), answering::
 
-    GET  /health   -> {"pipeline": name, "n_tools": N}
-    POST /search   {"queries": ["..."], "k": 5} -> {"pipeline": name, "results": [[{"tool_id", "score"}, ...], ...]}
+    GET  /health        200 {"status": "ready", "pipeline", "n_tools", "index", "catalog": {size, provenance},
+                             "tool_metadata", "limits", "in_flight", "requests", "rejected", ...}
+                        503 {"status": "loading" | "failed", ...} before that
+    POST /search        {"queries": ["..."], "k": 5, "include_schema": false}
+                        -> {"pipeline", "n_tools", "results": [[{"tool_id", "name", "tool", "category",
+                            "description", "score", "input_schema"?}, ...], ...]}
+    POST /admin/reload  {"index": DIR?, "catalog": DIR?} -> {"previous", "current"}  (also SIGHUP: reload
+                        the served directory); loopback-only unless --admin-token is set
+    POST /mcp           MCP streamable HTTP (tool search_tools, resource toolret://catalog):
+                        :mod:`toolret.serving.mcp_server`, the SDK's transport route added to this app
 
-Requests are validated (at least one non-empty query, 1 <= k <= n_tools); searches run one at a time
-(components are not assumed thread-safe).
+Errors are ``{"detail": "<field>: <message>", "field": <field or null>}``: 400 body not JSON, 413 body over
+``max_body_bytes``, 422 a field out of its limits (:class:`~toolret.serving.service.Limits`), 503 +
+``Retry-After`` not ready / ``max_in_flight`` searches already admitted, 504 ``timeout_s`` passed. The
+concurrency model, limits and the index swap are :mod:`toolret.serving.service`'s. On SIGTERM / SIGINT
+uvicorn stops accepting connections and lets requests in flight finish (at most ``timeout_s`` + 5 s).
 """
 
 # no `from __future__ import annotations`: FastAPI reads the endpoint annotations at runtime
+import asyncio
+import contextlib
+import hmac
+import ipaddress
+import json
+import logging
+import signal
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
+
+from toolret.serving.service import Limits, RequestError, SearchService
+
+log = logging.getLogger("toolret.serve")
 
 
-def create_app(pipeline_dir: "str | Path") -> Any:
-    from fastapi import FastAPI, HTTPException
-    from pydantic import BaseModel, Field
+def _is_loopback(host: Optional[str]) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
-    from toolret.pipeline import Pipeline
 
-    pipeline = Pipeline.load(pipeline_dir)
-    n_tools = len(pipeline.retriever.tool_ids)
-    lock = threading.Lock()
+class BodyLimit:
+    """ASGI middleware: a request body over ``max_bytes`` is answered 413 naming ``body`` (by its
+    Content-Length before the app sees it, or while a chunked body is read), for every route. A body of
+    up to ``DRAIN_FACTOR`` x the limit is read and dropped first, so a client still sending it gets the
+    413 rather than a broken pipe; a larger one is answered at once and the connection closed."""
 
-    class SearchRequest(BaseModel):
-        queries: list[str] = Field(min_length=1)
-        k: int = Field(5, ge=1)
+    DRAIN_FACTOR = 8
 
-    app = FastAPI(title="toolret", description=f"tool retrieval with the pipeline {pipeline.name!r}")
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def _drain(self, receive: Any, budget: int) -> None:
+        """Read and drop the rest of the body, at most ``budget`` more bytes."""
+        while budget >= 0:
+            message = await receive()
+            if message["type"] != "http.request" or not message.get("more_body"):
+                return
+            budget -= len(message.get("body", b""))
+
+    async def _reject(self, send: Any) -> None:
+        body = json.dumps(RequestError(413, "body", f"request body over {self.max_bytes} bytes").body()).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None:
+            try:
+                size = int(length)
+            except ValueError:
+                size = self.max_bytes * self.DRAIN_FACTOR + 1
+            if size > self.max_bytes:
+                if size <= self.max_bytes * self.DRAIN_FACTOR:
+                    await self._drain(receive, size)
+                return await self._reject(send)
+            return await self.app(scope, receive, send)
+        # no Content-Length (chunked): read it all first, within the limit, then replay it
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_bytes:
+                if message.get("more_body"):
+                    await self._drain(receive, self.max_bytes * self.DRAIN_FACTOR - size)
+                return await self._reject(send)
+            if not message.get("more_body"):
+                break
+        replayed = False
+
+        async def replay() -> Any:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()
+
+        return await self.app(scope, replay, send)
+
+
+def create_app(pipeline_dir: "str | Path", *, catalog_dir: "str | Path | None" = None,
+               limits: Optional[Limits] = None, host: str = "127.0.0.1",
+               admin_token: Optional[str] = None) -> Any:
+    """The FastAPI app (REST + MCP at ``/mcp``); the pipeline loads in the background on start-up.
+    ``host`` is where it will listen (MCP's DNS-rebinding protection and the admin default depend on it)."""
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse
+
+    from toolret.serving.mcp_server import build_mcp_server
+
+    limits = limits or Limits()
+    service = SearchService(pipeline_dir, catalog_dir=catalog_dir, limits=limits)
+    mcp = build_mcp_server(service)
+    mcp_app = mcp.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True,
+                                      max_request_body_size=limits.max_body_bytes, host=host)
+
+    def load_in_background(app: Any) -> None:
+        try:
+            service.load()
+            log.info("ready: %s over %d tools (%s)", service.current.name, service.current.n_tools,
+                     service.index_dir)
+        except Exception:  # noqa: BLE001 - reported by /health; `toolret serve` then exits non-zero
+            log.exception("loading %s failed", service.index_dir)
+            server = getattr(app.state, "uvicorn_server", None)
+            if server is not None:
+                server.should_exit = True
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any):
+        loop = asyncio.get_running_loop()
+        threading.Thread(target=load_in_background, args=(app,), name="toolret-load", daemon=True).start()
+        tasks: set = set()  # the loop keeps only weak references to tasks
+
+        def on_hup() -> None:
+            async def run() -> None:
+                try:
+                    out = await service.reload()
+                    log.info("SIGHUP: reloaded %s", out["current"])
+                except RequestError as e:
+                    log.error("SIGHUP reload refused: %s", e.body()["detail"])
+            task = loop.create_task(run())
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError, AttributeError):
+            loop.add_signal_handler(signal.SIGHUP, on_hup)
+        try:
+            async with mcp.session_manager.run():
+                yield
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError, AttributeError):
+                loop.remove_signal_handler(signal.SIGHUP)
+            service.close()
+
+    app = FastAPI(title="toolret", lifespan=lifespan,
+                  description="tool retrieval for agents: REST /search and MCP (streamable HTTP) at /mcp")
+    app.state.service = service
+
+    @app.exception_handler(RequestError)
+    async def refused(_: Request, e: RequestError) -> JSONResponse:
+        return JSONResponse(e.body(), status_code=e.status, headers=e.headers)
+
+    async def json_body(request: Request, allowed: set, required: bool = True) -> dict:
+        raw = await request.body()
+        if not raw.strip() and not required:
+            return {}
+        try:
+            body = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise RequestError(400, "body", f"not valid JSON ({e})") from None
+        if not isinstance(body, dict):
+            raise RequestError(422, "body", f"must be a JSON object, got {type(body).__name__}")
+        unknown = sorted(set(body) - allowed)
+        if unknown:
+            raise RequestError(422, unknown[0], f"unknown field (allowed: {sorted(allowed)})")
+        return body
 
     @app.get("/health")
-    def health() -> dict[str, Any]:
-        return {"pipeline": pipeline.name, "n_tools": n_tools}
+    async def health() -> JSONResponse:
+        status, body = service.health()
+        headers = {"Retry-After": str(limits.retry_after_s)} if status == 503 else None
+        return JSONResponse(body, status_code=status, headers=headers)
 
-    @app.post("/search")
-    def search(req: SearchRequest) -> dict[str, Any]:
-        empty = [i for i, q in enumerate(req.queries) if not q.strip()]
-        if empty:
-            raise HTTPException(422, f"queries {empty} are empty")
-        if req.k > n_tools:
-            raise HTTPException(422, f"k={req.k} exceeds the {n_tools} indexed tools")
-        with lock:
-            ranking = pipeline.search(req.queries, req.k)
-        results = [[{"tool_id": ranking.tool_ids[i], "score": float(s)}
-                     for i, s in zip(ranking.indices[r], ranking.scores[r]) if i >= 0]
-                   for r in range(len(req.queries))]
-        return {"pipeline": pipeline.name, "results": results}
+    @app.post("/search", openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+        "schema": {"type": "object", "required": ["queries"], "properties": {
+            "queries": {"type": "array", "items": {"type": "string"}},
+            "k": {"type": "integer", "default": 5}, "include_schema": {"type": "boolean", "default": False}}}}}}})
+    async def search(request: Request) -> JSONResponse:
+        body = await json_body(request, {"queries", "k", "include_schema"})
+        if "queries" not in body:
+            raise RequestError(422, "queries", "is required")
+        include_schema = body.get("include_schema", False)
+        if not isinstance(include_schema, bool):
+            raise RequestError(422, "include_schema", "must be true or false")
+        loaded, results = await service.search(body["queries"], body.get("k", 5), include_schema=include_schema)
+        return JSONResponse({"pipeline": loaded.name, "n_tools": loaded.n_tools, "results": results})
 
+    @app.post("/admin/reload")
+    async def reload(request: Request) -> dict:
+        if admin_token:
+            given = request.headers.get("authorization", "")
+            if not hmac.compare_digest(given.encode(), f"Bearer {admin_token}".encode()):
+                raise RequestError(401, "authorization", "missing or wrong bearer token")
+        elif not _is_loopback(request.client.host if request.client else None):
+            raise RequestError(403, None, "reload is allowed from loopback only unless --admin-token is set")
+        body = await json_body(request, {"index", "catalog"}, required=False)
+        for key in ("index", "catalog"):
+            if body.get(key) is not None and not isinstance(body[key], str):
+                raise RequestError(422, key, "must be a directory path")
+        return await service.reload(body.get("index"), body.get("catalog"))
+
+    for route in mcp_app.routes:  # the SDK's streamable-HTTP endpoint, beside the REST routes
+        app.router.routes.append(route)
+    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
     return app
 
 
-def serve(pipeline_dir: "str | Path", host: str = "127.0.0.1", port: int = 8000) -> None:
+def serve(pipeline_dir: "str | Path", host: str = "127.0.0.1", port: int = 8000, *,
+          catalog_dir: "str | Path | None" = None, limits: Optional[Limits] = None,
+          admin_token: Optional[str] = None) -> None:
+    """Run the app with uvicorn until SIGTERM / SIGINT (graceful: requests in flight finish)."""
     import uvicorn
 
-    uvicorn.run(create_app(pipeline_dir), host=host, port=port, log_level="info")
+    from toolret.catalog.model import CatalogError
+
+    limits = limits or Limits()
+    app = create_app(pipeline_dir, catalog_dir=catalog_dir, limits=limits, host=host, admin_token=admin_token)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
+    log.setLevel(logging.INFO)  # the root logger may be the MCP SDK's (WARNING): ready / reload lines still show
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info",
+                                           timeout_graceful_shutdown=int(limits.timeout_s) + 5))
+    app.state.uvicorn_server = server
+    server.run()
+    service: SearchService = app.state.service
+    if service.state == "failed":
+        raise CatalogError(f"could not serve {pipeline_dir}: {service.error}")
+
+
+__all__ = ["BodyLimit", "create_app", "serve"]

@@ -116,3 +116,25 @@ def test_evaluate_dense_ft_refuses_a_model_trained_with_other_finetune_params(fi
         build_component("dense-ft", BuildContext(catalog, params)).fit(catalog)
     assert main([*args, "--set", "finetune.lr=0.001", "--output", str(tmp_path / "c.json")]) == 2
     assert not (tmp_path / "c.json").exists() and weights.stat().st_mtime_ns == before
+
+
+def test_lora_finetune_is_a_small_adapter_that_loads_over_its_base_and_learns(fixture_catalog_dir, tmp_path):
+    """finetune.method = lora: the artifact holds only the adapter (MBs, not the 90 MB encoder), names its
+    base encoder by its packaged name, loads through the usual encoder path, and fits its training queries."""
+    catalog = carve_dev_split(load_beir(fixture_catalog_dir), 0.2, seed=0)
+    config = FinetuneConfig(method="lora", epochs=3, batch_size=8, lr=1e-3, max_seq_length=32, eval_steps=4, lora_r=8)
+    report = finetune(catalog, tmp_path / "ft", config)
+    model = tmp_path / "ft" / "model"
+    size_mb = sum(p.stat().st_size for p in model.rglob("*") if p.is_file()) / 2**20
+    assert size_mb < 5 and not list(model.rglob("model.safetensors")), size_mb
+    assert json.loads((model / "adapter_config.json").read_text())["base_model_name_or_path"] == "all-MiniLM-L6-v2"
+    assert report["selected_step"] is not None and json.loads((tmp_path / "ft" / "artifact_key.json").read_text())[
+        "config"]["method"] == "lora"
+
+    def train_ndcg(name: str) -> float:
+        r = DenseRetriever(DenseConfig(model=name, max_seq_length=32, embedding_cache="off"))
+        r.index(catalog.tool_ids, catalog.docs("original"))
+        scores, _ = score_ranking(rank_split(r, catalog, "train", 5), catalog, [5], bootstrap_samples=10)
+        return scores["metrics"]["ndcg@5"]
+
+    assert train_ndcg(str(model)) > train_ndcg("all-MiniLM-L6-v2")

@@ -56,7 +56,16 @@ class LazyCachedLLM:
         from toolret.llm.cache import CachedGenerator
 
         inner = self.prepare(self._inner if self._inner is not None else self.build())
-        return inner if isinstance(inner, CachedGenerator) else CachedGenerator(inner, self.cache_path)
+        cached = inner if isinstance(inner, CachedGenerator) else CachedGenerator(inner, self.cache_path)
+        self._engine = cached.inner
+        return cached
+
+    @property
+    def engine(self):
+        """The engine itself (built on first use; no cache, no shards in front of it)."""
+        if getattr(self, "_engine", None) is None:
+            self._cached_engine()
+        return self._engine
 
     @property
     def generator(self):
@@ -77,9 +86,9 @@ class LazyCachedLLM:
         g = self._cached
         if g is None:
             return {"hits": 0, "generated": 0}
-        if isinstance(g, StoreFirstGenerator):
+        if isinstance(g, StoreFirstGenerator):  # a sample the committed shards held is a cache hit
             inner = dict(g.inner.stats) if g.built else {"hits": 0, "generated": 0}
-            return {**inner, **g.stats}
+            return {**inner, "hits": inner["hits"] + g.stats["shard_hits"]}
         return dict(g.stats)
 
     def describe(self) -> dict[str, Any]:

@@ -6,6 +6,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from typing import Literal
+
 import numpy as np
 
 from toolret.atomic import atomic_directory
@@ -24,6 +26,11 @@ class DenseConfig(StrictModel):
     # document embeddings persist here across processes (catalogues sharing a corpus, e.g. the six ToolBench
     # groups, encode it once); None = <cache home>/embeddings, "off" = never. A cache: results do not depend on it.
     embedding_cache: str | None = None
+    # exact inner-product search (flat) or approximate HNSW graph search (faiss IndexHNSWFlat: M links per
+    # node, efSearch candidates per query); benchmarks/scale.py measures its latency and Recall@5 loss
+    index: Literal["flat", "hnsw"] = "flat"
+    hnsw_m: int = 32
+    hnsw_ef_search: int = 128
 
     def store(self):
         """The persistent :class:`EmbeddingStore` of this encoder (``None`` when switched off)."""
@@ -37,7 +44,8 @@ class DenseConfig(StrictModel):
 
 
 class DenseRetriever:
-    """Cosine-similarity retriever over a faiss ``IndexFlatIP`` (exact search).
+    """Cosine-similarity retriever over a faiss ``IndexFlatIP`` (exact search; ``index: hnsw`` for an
+    approximate HNSW graph).
 
     ``model`` is a packaged encoder name (``all-MiniLM-L6-v2``) or a local folder (e.g. a fine-tuned model).
     """
@@ -73,7 +81,11 @@ class DenseRetriever:
 
         self.tool_ids = list(tool_ids)
         emb = np.ascontiguousarray(embeddings, dtype=np.float32)
-        self._index = faiss.IndexFlatIP(emb.shape[1])
+        if self.config.index == "hnsw":
+            self._index = faiss.IndexHNSWFlat(emb.shape[1], self.config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            self._index.hnsw.efSearch = self.config.hnsw_ef_search
+        else:
+            self._index = faiss.IndexFlatIP(emb.shape[1])
         self._index.add(emb)
 
     def encode_documents(self, documents: Sequence[str]) -> np.ndarray:
@@ -122,4 +134,6 @@ class DenseRetriever:
         r = cls(DenseConfig(**meta["config"]), encoder=encoder)
         r.tool_ids = meta["tool_ids"]
         r._index = faiss.read_index(str(Path(path) / "faiss.index"))
+        if r.config.index == "hnsw":
+            r._index.hnsw.efSearch = r.config.hnsw_ef_search
         return r

@@ -14,6 +14,8 @@ import random
 import shutil
 from pathlib import Path
 
+from typing import Literal
+
 from pydantic import Field
 
 from toolret.atomic import atomic_directory
@@ -38,6 +40,13 @@ class FinetuneConfig(StrictModel):
     max_train_pairs: int = 0  # 0 = every (query, gold tool) pair of the train split
     eval_steps: int = 200  # > 0: dev recall@5 every n steps, checkpoint kept, best step selected, resumable
     seed: int = 13
+    # "lora": a peft LoRA adapter over the frozen base encoder (a ~2 MB artifact, small enough for git);
+    # "full": every weight trained (a ~90 MB model)
+    method: Literal["full", "lora"] = "full"
+    lora_r: int = Field(16, ge=1)
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    lora_targets: list[str] = Field(default_factory=lambda: ["query", "key", "value", "dense"])
 
     def resolved(self, dense) -> FinetuneConfig:
         """``model`` / ``device`` filled from the dense section."""
@@ -113,6 +122,11 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
     out_dir = Path(out_dir)
     train = training_pairs(catalog, "train", config.docs, config.max_train_pairs, config.seed)
     model = load_sentence_transformer(config.model, config.device, config.max_seq_length)
+    if config.method == "lora":
+        from peft import LoraConfig
+
+        model.add_adapter(LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+                                     target_modules=list(config.lora_targets)))
     dataset = Dataset.from_dict({"anchor": [q for q, _ in train], "positive": [d for _, d in train]})
     evaluator = dev_evaluator(catalog, config.docs) if config.eval_steps > 0 else None
     work = _work_dir(out_dir, config, train)
@@ -135,6 +149,10 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
         resume = last_complete_checkpoint(work) if evaluator else None
         result = trainer.train(resume_from_checkpoint=resume)
         model.save(str(tmp / "model"))
+        if config.method == "lora":
+            from toolret.retrieval.models import name_adapter_base
+
+            name_adapter_base(tmp / "model", config.model)
         history = [{"step": e["step"], "dev_recall@5": e[f"eval_{DEV_METRIC}"]}
                    for e in trainer.state.log_history if f"eval_{DEV_METRIC}" in e]
         report = {"config": config.to_dict(), "n_train_pairs": len(train), "train_loss": result.training_loss,

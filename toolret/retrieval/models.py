@@ -30,17 +30,44 @@ def resolve_encoder(name_or_path: str) -> Path:
         if spec is None or not spec.submodule_search_locations:
             raise CatalogError(f"encoder {name_or_path!r} needs the PyPI package {package.replace('_', '-')} (run `make setup`)")
         return Path(list(spec.submodule_search_locations)[0]) / sub
-    path = Path(name_or_path)
+    from toolret.config import project_path
+
+    path = project_path(name_or_path)  # a saved pipeline names a project model folder project-relative
     if not path.is_dir():
         raise CatalogError(f"encoder {name_or_path!r}: not a packaged model ({sorted(PACKAGED_ENCODERS)}) nor a local folder")
     return path
 
 
+ADAPTER_CONFIG = "adapter_config.json"
+
+
+def name_adapter_base(folder: Path, base: str) -> None:
+    """Make a saved LoRA encoder folder name its base encoder portably (a packaged name or a
+    project-relative folder) instead of the absolute path peft records."""
+    import json
+
+    from toolret.config import portable_path
+
+    path = Path(folder) / ADAPTER_CONFIG
+    cfg = json.loads(path.read_text(encoding="utf-8"))
+    cfg["base_model_name_or_path"] = portable_path(base)
+    path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
 def load_sentence_transformer(name_or_path: str, device: str = "cpu", max_seq_length: int | None = None):
-    """Load a SentenceTransformer from a resolved local folder (heavy import kept inside)."""
+    """Load a SentenceTransformer from a resolved local folder (heavy import kept inside). A folder holding
+    a LoRA adapter (``adapter_config.json``, e.g. a dense-ft artifact) loads its base encoder and the adapter."""
+    import json
+
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(str(resolve_encoder(name_or_path)), device=device)
+    folder = resolve_encoder(name_or_path)
+    if (folder / ADAPTER_CONFIG).is_file():
+        base = json.loads((folder / ADAPTER_CONFIG).read_text(encoding="utf-8"))["base_model_name_or_path"]
+        model = load_sentence_transformer(base, device, max_seq_length)
+        model.load_adapter(str(folder))
+        return model
+    model = SentenceTransformer(str(folder), device=device)
     if max_seq_length:
         model.max_seq_length = max_seq_length
     return model

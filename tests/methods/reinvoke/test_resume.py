@@ -34,7 +34,7 @@ def test_second_synthetic_query_run_generates_nothing(tmp_path):
     assert len(first) == 6 and sum(1 for r in first if r["query"]) >= 3  # the 135M model mostly parses
     assert meta["llm"]["model_id"] == "smollm2-135m-instruct"
     # a fresh LazyLLM (new process in real life) reads the cache: nothing is generated the second time
-    again = LazyLLM(cfg, llm_cache_path(cfg), llm._cached.inner)
+    again = LazyLLM(cfg, llm_cache_path(cfg), llm.engine)
     second, _ = build_synthetic_queries(catalog, cfg, out, llm=again)
     assert json.loads(run_info_path(meta_path(out)).read_text())["llm_calls"] == {"hits": 6, "generated": 0}
     assert again.stats == {"hits": 6, "generated": 0}

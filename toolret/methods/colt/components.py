@@ -27,6 +27,7 @@ import numpy as np
 
 from toolret.atomic import atomic_directory
 from toolret.catalog.model import Catalog, CatalogError
+from toolret.config import portable_path
 from toolret.methods.colt.config import ColtConfig
 from toolret.retrieval.base import Ranking
 from toolret.retrieval.dense import DenseConfig, DenseRetriever
@@ -113,7 +114,7 @@ class ColtRetriever:
         dev_gold = [sorted(position[t] for t in catalog.gold(q.id)) for q in dev]
         result = train_colt(graphs, query_features, tool_features, dev_features, dev_gold, self.config)
         self._tools = result.tools
-        self._meta = {"component": self.name, **expected, "encoder_model": _relative(self.encoder.config.model),
+        self._meta = {"component": self.name, **expected, "encoder_model": portable_path(self.encoder.config.model),
                       "dataset": catalog.name,
                       "train_query_ids_sha256": _sha(graphs.query_ids), "training": result.report}
         self.stats = self._stats()
@@ -192,19 +193,6 @@ class ColtRetriever:
         r.stats = meta.get("stats", {})
         r.encoder.index_embeddings(meta["tool_ids"], _l2(r._tools))
         return r
-
-
-def _relative(model: str) -> str:
-    """An encoder folder relative to the project (so the artifact does not name the checkout's path)."""
-    from toolret.config import project_dir
-
-    path = Path(model)
-    if path.is_absolute():
-        try:
-            return path.relative_to(project_dir()).as_posix()
-        except ValueError:
-            return str(model)
-    return str(model)
 
 
 def _l2(x: np.ndarray) -> np.ndarray:

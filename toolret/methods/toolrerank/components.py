@@ -242,7 +242,9 @@ class ToolRerankReranker:
 
         path = Path(path)
         meta = json.loads((path / COMPONENT_FILE).read_text(encoding="utf-8"))
-        r = cls(ToolRerankConfig.model_validate(meta["config"]), meta["artifact"], plain_m=meta.get("plain_m"),
+        from toolret.config import project_path
+
+        r = cls(ToolRerankConfig.model_validate(meta["config"]), project_path(meta["artifact"]), plain_m=meta.get("plain_m"),
                 dense_config=DenseConfig.model_validate(meta["dense"]), oracle=meta.get("oracle"))
         rows = [json.loads(line) for line in (path / "tools.jsonl").read_text(encoding="utf-8").splitlines() if line]
         r.tools = [Tool(id=x["id"], name=x["name"], docs={"original": x["document"]}, tool=x["tool"],

@@ -1,0 +1,47 @@
+"""Re-Invoke answers from committed generation shards: a fresh clone builds no LLM for what they hold."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolret.catalog.model import Catalog, Query, Tool
+from toolret.llm.cache import CachedGenerator
+from toolret.llm.shards import ShardStore, run_durable, store_root
+from toolret.methods.reinvoke.artifacts import build_synthetic_queries
+from toolret.methods.reinvoke.config import ReInvokeConfig
+from toolret.methods.reinvoke.generation import LazyLLM, durable_job
+
+TOOLS = [Tool("t1", "CurrentWeather", {"original": "CurrentWeather: get the temperature and wind for a city."}),
+         Tool("t2", "SearchMovie", {"original": "SearchMovie: search movies by title."}),
+         Tool("t3", "ConvertCurrency", {"original": "ConvertCurrency: convert money between currencies."})]
+
+
+class NoEngine(LazyLLM):
+    def build(self):
+        raise AssertionError("the committed shards hold every sample: no LLM may be built")
+
+
+def test_synthetic_queries_come_from_the_committed_shards_without_an_llm(tmp_path, monkeypatch, fake_generator_cls):
+    monkeypatch.setenv("TOOLRET_PROJECT_DIR", str(tmp_path))
+    (tmp_path / "params.yaml").write_text("{}\n")
+    catalog = Catalog("tiny", TOOLS, [Query("q1", "weather in Rome", "test")], {"q1": {"t1": 1}})
+    cfg = ReInvokeConfig(n_queries=2, generate_queries=2, cache_dir=str(tmp_path / "cache"))
+    fake = fake_generator_cls(lambda text, j: f"Find {text.split(':')[0].split()[-1]} number {j}")
+    prompts, sampling = durable_job("queries", catalog, cfg)
+    store = ShardStore(store_root(cfg.llm_model), cfg.llm_model, cfg.llm_engine)
+    assert store.root == tmp_path / "data" / "generations" / cfg.llm_model
+    run_durable(store, "reinvoke-queries", prompts, sampling, CachedGenerator(fake, tmp_path / "machine-a.jsonl"),
+                {"kind": "queries"}, shard_prompts=2)
+    assert fake.calls == 6
+
+    # another machine: empty LLM cache, only the committed shards
+    llm = NoEngine(cfg)
+    records, meta = build_synthetic_queries(catalog, cfg, tmp_path / "out.jsonl", llm=llm)
+    assert [r["raw"] for r in records[:2]] == ["Find CurrentWeather number 0", "Find CurrentWeather number 1"]
+    assert meta["llm"]["model_id"] == "fake-llm" and llm.stats == {"hits": 6, "generated": 0}
+
+    # a tool the shards lack needs the engine
+    more = Catalog("more", [*TOOLS, Tool("t4", "Translate", {"original": "Translate: text between languages."})],
+                   [], {})
+    with pytest.raises(AssertionError, match="no LLM may be built"):
+        build_synthetic_queries(more, cfg, tmp_path / "more.jsonl", llm=NoEngine(cfg))

@@ -1,0 +1,152 @@
+"""A saved pipeline served by real processes answers like the pipeline itself, over every protocol:
+MCP on stdio (`toolret mcp`), MCP streamable HTTP at /mcp and REST /search (`toolret serve`, one port).
+Hits carry the catalogue's names, descriptions and input schemas; /health and toolret://catalog report
+the catalogue's size and provenance. (Moved here from tests/pipeline/test_serve.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+
+import pytest
+from serve_helpers import http, pipeline_hits
+
+K = 4
+NO_MATCH = "zzqx vvkw"  # no term of any document: BM25 retrieves nothing
+
+
+def _queries(catalog) -> list[str]:
+    return [q.text for q in catalog.split("test")[:5]] + [NO_MATCH]
+
+
+def check_hits(hits: list[dict], expected: list[tuple[str, float]], catalog, *, schemas: bool) -> None:
+    """Same tools, order and scores as the pipeline's own search; names / descriptions / schemas are
+    the catalogue's (the fixture corpus has no titles: the name is its metadata's API name)."""
+    assert [h["tool_id"] for h in hits] == [t for t, _ in expected]
+    assert [h["score"] for h in hits] == pytest.approx([s for _, s in expected], rel=1e-5)
+    tools = {t.id: t for t in catalog.tools}
+    for h in hits:
+        t = tools[h["tool_id"]]
+        assert h["name"] == t.metadata["api_name"] and h["tool"] == t.tool and h["category"] == t.category
+        assert f"api_description:{h['description']}, required_params" in t.text
+        if schemas:
+            schema = h["input_schema"]
+            assert schema["type"] == "object"
+            assert all(f'"name": "{p}"' in t.text for p in schema["properties"])
+            assert all(f'"name": "{p}"' in t.text.split("optional_params")[0] for p in schema.get("required", []))
+        else:
+            assert "input_schema" not in h
+
+
+def test_rest_search_and_health(server, bm25_index, serve_catalog):
+    directory, catalog = serve_catalog
+    status, _, health = http("GET", server.base + "/health")
+    assert status == 200 and health["status"] == "ready"
+    assert health["pipeline"] == "bm25" and health["n_tools"] == len(catalog.tools) == 30
+    assert health["catalog"]["name"] == "fixture" and health["catalog"]["n_tools"] == 30
+    assert health["catalog"]["provenance"]["source"] == str(directory)
+    assert health["tool_metadata"] == "tools.jsonl"
+
+    queries = _queries(catalog)
+    expected = pipeline_hits(bm25_index, queries, K)
+    assert expected[-1] == [] and all(expected[:-1])
+    status, _, body = http("POST", server.base + "/search", {"queries": queries, "k": K})
+    assert status == 200 and body["pipeline"] == "bm25" and body["n_tools"] == 30
+    assert len(body["results"]) == len(queries)
+    for hits, exp in zip(body["results"], expected):
+        check_hits(hits, exp, catalog, schemas=False)
+    status, _, body = http("POST", server.base + "/search", {"queries": queries[:2], "k": K, "include_schema": True})
+    assert status == 200
+    for hits, exp in zip(body["results"], expected):
+        check_hits(hits, exp, catalog, schemas=True)
+
+
+def test_mcp_streamable_http(server, bm25_index, serve_catalog):
+    from mcp import Client
+
+    _, catalog = serve_catalog
+    queries = _queries(catalog)
+    expected = pipeline_hits(bm25_index, queries, K)
+
+    async def session(mode: str):
+        async with Client(server.base + "/mcp", mode=mode, read_timeout_seconds=60) as client:
+            tools = (await client.list_tools()).tools
+            results = [await client.call_tool("search_tools", {"query": q, "k": K}) for q in queries]
+            default_k = await client.call_tool("search_tools", {"query": queries[0]})
+            resource = await client.read_resource("toolret://catalog")
+        return tools, results, default_k, resource
+
+    for mode in ("auto", "legacy"):  # the 2026 protocol and the initialize handshake older agents speak
+        tools, results, default_k, resource = asyncio.run(session(mode))
+        assert [t.name for t in tools] == ["search_tools"]
+        assert set(tools[0].input_schema["properties"]) == {"query", "k"}
+        for result, exp in zip(results, expected):
+            assert not result.is_error
+            data = result.structured_content
+            assert data["pipeline"] == "bm25" and data["n_tools"] == 30
+            check_hits(data["hits"], exp, catalog, schemas=True)
+            assert json.loads(result.content[0].text)["hits"] == data["hits"]
+        check_hits(default_k.structured_content["hits"], pipeline_hits(bm25_index, queries[:1], 5)[0], catalog,
+                   schemas=True)  # k defaults to 5
+        info = json.loads(resource.contents[0].text)
+        assert info["n_tools"] == 30 and info["catalog"]["name"] == "fixture" and info["catalog"]["provenance"]
+
+
+def test_mcp_stdio(bm25_index, serve_catalog):
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    _, catalog = serve_catalog
+    queries = _queries(catalog)
+    expected = pipeline_hits(bm25_index, queries, K)
+    params = StdioServerParameters(command=sys.executable, env=dict(os.environ),
+                                   args=["-m", "toolret.cli", "mcp", "--index", str(bm25_index)])
+
+    async def session():
+        async with Client(params, read_timeout_seconds=120) as client:
+            tools = (await client.list_tools()).tools
+            results = [await client.call_tool("search_tools", {"query": q, "k": K}) for q in queries]
+            empty = await client.call_tool("search_tools", {"query": "   ", "k": K})
+            too_many = await client.call_tool("search_tools", {"query": "weather", "k": 31})
+            after = await client.call_tool("search_tools", {"query": queries[0], "k": K})
+            resource = await client.read_resource("toolret://catalog")
+        return tools, results, empty, too_many, after, resource
+
+    tools, results, empty, too_many, after, resource = asyncio.run(session())
+    assert [t.name for t in tools] == ["search_tools"]
+    for result, exp in zip(results, expected):
+        assert not result.is_error
+        check_hits(result.structured_content["hits"], exp, catalog, schemas=True)
+    assert empty.is_error and "query: is empty" in empty.content[0].text
+    assert too_many.is_error and "k: 31 exceeds the 30 indexed tools" in too_many.content[0].text
+    assert not after.is_error  # still serving after refused calls
+    check_hits(after.structured_content["hits"], expected[0], catalog, schemas=True)
+    assert json.loads(resource.contents[0].text)["catalog"]["n_tools"] == 30
+
+
+def test_old_index_without_tools_file(bm25_index, serve_catalog, tmp_path):
+    """An index saved before tools.jsonl existed still serves: ids only, or names from --catalog."""
+    import shutil
+
+    from toolret.serving.service import Loaded
+
+    directory, catalog = serve_catalog
+    old = tmp_path / "old"
+    shutil.copytree(bm25_index, old)
+    (old / "tools.jsonl").unlink()
+    meta = json.loads((old / "pipeline.json").read_text())
+    meta.pop("catalog")
+    (old / "pipeline.json").write_text(json.dumps(meta))
+    query = catalog.split("test")[0].text
+    expected = pipeline_hits(bm25_index, [query], K)[0]
+
+    ids_only = Loaded(old)
+    hits = ids_only.search([query], K)[0]
+    assert [(h["tool_id"], h["name"], h["description"]) for h in hits] == [(t, t, "") for t, _ in expected]
+    assert ids_only.catalog == {"n_tools": 30} and "pass --catalog" in ids_only.tool_metadata
+
+    with_catalog = Loaded(old, catalog_dir=directory)
+    check_hits(with_catalog.search([query], K)[0], expected, catalog, schemas=True)
+    assert with_catalog.catalog["name"] == "fixture"

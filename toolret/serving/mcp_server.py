@@ -1,0 +1,84 @@
+"""The MCP server (official ``mcp`` SDK, v2 ``MCPServer``) over a :class:`SearchService`.
+
+- tool ``search_tools(query: str, k: int = 5)``: the top-k tools for a task description, each
+  ``{tool_id, name, tool, category, description, score, input_schema?}`` (structured content + the
+  same JSON as text); a refused request (empty query, k out of range, busy, not ready) is a tool error
+  whose text names the field;
+- resource ``toolret://catalog`` (JSON): the served catalogue's size and provenance and the pipeline.
+
+Transports: stdio (``toolret mcp --index DIR``, :func:`run_stdio`: what desktop agents launch) and
+streamable HTTP at ``/mcp`` beside the REST API (``toolret serve``, :mod:`toolret.serve`), stateless with
+JSON responses: every POST is answered on its own, so any number of clients and an index swap need no
+session state.
+"""
+
+# no `from __future__ import annotations`: the SDK reads the tool's annotations at runtime
+import contextlib
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from toolret.serving.service import Limits, RequestError, SearchService
+
+INSTRUCTIONS = ("Tool retrieval over a catalogue of APIs: call search_tools with the user's task in plain "
+                "language to find the APIs that can do it (names, descriptions, input schemas), then call "
+                "the chosen API with its input schema. Read toolret://catalog for what the catalogue holds.")
+
+
+def build_mcp_server(service: SearchService) -> Any:
+    """An ``MCPServer`` with the ``search_tools`` tool and the ``toolret://catalog`` resource."""
+    from mcp.server import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp_types import ToolAnnotations
+
+    from toolret import __version__
+
+    server = MCPServer("toolret", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
+
+    @server.tool(annotations=ToolAnnotations(title="Search tools", read_only_hint=True, idempotent_hint=True,
+                                             open_world_hint=False))
+    async def search_tools(
+        query: Annotated[str, Field(description="the task to find tools for, in plain language "
+                                                f"(at most {service.limits.max_query_chars} characters)")],
+        k: Annotated[int, Field(description="how many tools to return (1 .. min(catalogue size, "
+                                            f"{service.limits.max_k}))")] = 5,
+    ) -> dict[str, Any]:
+        """Find the tools (APIs) of the served catalogue that best match a task, best first: tool id,
+        name, parent tool, category, description, retrieval score and, where the catalogue has it, the
+        input schema. Fewer than k hits when fewer tools match (lexical retrievers)."""
+        try:
+            loaded, rows = await service.search(query, k, include_schema=True, query_field="query")
+        except RequestError as e:
+            raise ToolError(e.body()["detail"]) from None
+        return {"query": query, "pipeline": loaded.name, "n_tools": loaded.n_tools, "hits": rows[0]}
+
+    @server.resource("toolret://catalog", name="catalog", title="Served tool catalogue",
+                     description="size and provenance of the served catalogue, and the pipeline serving it",
+                     mime_type="application/json")
+    def catalog() -> str:
+        try:
+            return json.dumps(service.catalog(), ensure_ascii=False)
+        except RequestError as e:
+            return json.dumps(e.body())
+
+    return server
+
+
+def run_stdio(index_dir: str | Path, *, catalog_dir: str | Path | None = None, limits: Limits | None = None) -> None:
+    """``toolret mcp``: load + warm the pipeline, then speak MCP on stdin/stdout until stdin closes.
+    Everything else (progress bars, logs, stray prints while loading) goes to stderr."""
+    service = SearchService(index_dir, catalog_dir=catalog_dir, limits=limits)
+    with contextlib.redirect_stdout(sys.stderr):
+        service.load()
+    print(f"toolret mcp: serving {service.current.name} over {service.current.n_tools} tools "
+          f"({service.index_dir}) on stdio", file=sys.stderr, flush=True)
+    try:
+        build_mcp_server(service).run("stdio")
+    finally:
+        service.close()
+
+
+__all__ = ["INSTRUCTIONS", "build_mcp_server", "run_stdio"]

@@ -1,0 +1,335 @@
+"""The search service behind both protocols (REST ``/search`` and the MCP tool ``search_tools``).
+
+- :class:`Loaded`: one saved pipeline loaded **and warmed** (one search at load time, so the dense
+  encoder's weights are in memory before the service reports ready), with its tool records
+  (``tools.jsonl``; else a catalogue given to the server; else id-only records) and catalogue summary.
+  Immutable once built: a reload builds a new one and swaps the reference.
+- :class:`SearchService`: validation (:class:`Limits`), admission and execution:
+
+  * searches run on a fixed pool of ``workers`` threads; at most ``max_in_flight`` searches are admitted
+    (running + queued for a worker); one more is answered 503 with ``Retry-After`` at once;
+  * no global lock where the components are read-only at search time: BM25 (bm25s ``retrieve``), dense /
+    dense-ft (faiss ``search``; sentence-transformers ``encode``, checked from 16 threads: identical vectors,
+    no tokenizer errors) -- :data:`THREAD_SAFE_COMPONENTS`. Any other component (LLM rewriters, rerankers
+    with caches) is not assumed thread-safe: that pipeline's searches run one at a time (a lock per loaded
+    pipeline);
+  * a request waits at most ``timeout_s`` (504); the worker thread it started cannot be killed, so its
+    admission slot is released only when that search really ends (work stays bounded);
+  * :meth:`SearchService.reload` loads + warms a new pipeline off the request path, then swaps it in with
+    one reference assignment: a request holds the pipeline it was admitted with, so requests in flight
+    finish on the old one and none fails; a failed reload keeps the old one serving.
+
+Test hooks (environment, read at start): ``TOOLRET_SERVE_TEST_SEARCH_DELAY_S`` sleeps in every search
+(inside the admission slot), ``TOOLRET_SERVE_TEST_LOAD_DELAY_S`` before every load -- so tests can hold
+a slot or observe readiness; results are never altered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import sys
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from toolret.catalog.model import CatalogError
+
+# components whose search() only reads shared state (checked for each loaded pipeline by component name)
+THREAD_SAFE_COMPONENTS = frozenset({"bm25", "dense", "dense-ft"})
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Request limits and the concurrency model (``toolret serve`` flags)."""
+
+    max_queries: int = 64          # queries per request
+    max_query_chars: int = 2000    # characters per query
+    max_k: int = 100               # results per query (and never more than the catalogue holds)
+    max_body_bytes: int = 1 << 20  # request body (REST and MCP)
+    max_in_flight: int = 64        # searches admitted (running + waiting for a worker); beyond: 503
+    workers: int = 4               # threads running searches
+    timeout_s: float = 30.0        # a request waits this long for its search (then 504)
+    retry_after_s: int = 1         # Retry-After of a 503
+    # torch intra-op threads of a pipeline that uses torch (dense encoders): concurrent requests already
+    # run on `workers` threads, and 2 intra-op threads per search on a busy 2-core box made a MiniLM query
+    # 40-200 ms instead of 15 ms (OpenMP oversubscription); 0 = leave torch's default
+    torch_threads: int = 1
+
+    def __post_init__(self) -> None:
+        bad = [f"{k}={v}" for k, v in asdict(self).items() if not (v >= 0 if k == "torch_threads" else v > 0)]
+        if bad:
+            raise CatalogError(f"serving limits must be positive (torch_threads: >= 0): {', '.join(bad)}")
+
+
+class RequestError(Exception):
+    """A request the service refuses: HTTP ``status``, the offending ``field`` (or ``None``), a message."""
+
+    def __init__(self, status: int, field: str | None, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.field, self.message, self.headers = status, field, message, headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return {"detail": f"{self.field}: {self.message}" if self.field else self.message, "field": self.field}
+
+
+def _env_float(name: str) -> float:
+    value = os.environ.get(name, "").strip()
+    return float(value) if value else 0.0
+
+
+class Loaded:
+    """A loaded, warmed pipeline with what agents see of its tools."""
+
+    def __init__(self, index_dir: str | Path, catalog_dir: str | Path | None = None) -> None:
+        from toolret.pipeline import Pipeline
+        from toolret.serving.tools import catalog_summary, id_record, tool_record
+
+        self.index_dir = Path(index_dir)
+        self.pipeline = Pipeline.load(self.index_dir)
+        tool_ids = list(self.pipeline.retriever.tool_ids)
+        self.n_tools = len(tool_ids)
+        catalog_info = self.pipeline.catalog_info
+        if self.pipeline.tool_records is not None:
+            records, self.tool_metadata = self.pipeline.tool_records, "tools.jsonl"
+        elif catalog_dir is not None:
+            from toolret.catalog.io import load_catalog
+
+            catalog = load_catalog(catalog_dir)
+            records, self.tool_metadata = [tool_record(t) for t in catalog.tools], f"catalog {catalog_dir}"
+            catalog_info = catalog_info or catalog_summary(catalog)
+        else:
+            records, self.tool_metadata = [], "tool ids only (index saved without tools.jsonl; pass --catalog)"
+        by_id = {r["id"]: r for r in records}
+        self.records = {t: by_id.get(t) or id_record(t) for t in tool_ids}
+        self.catalog = {**(catalog_info or {}), "n_tools": self.n_tools}
+        safe = all(c.name in THREAD_SAFE_COMPONENTS for c in self.pipeline.components)
+        self.lock = None if safe else threading.Lock()
+        self.loaded_at = time.time()
+
+    @property
+    def name(self) -> str:
+        return self.pipeline.name
+
+    def warm(self) -> None:
+        """One search, so lazily loaded models (the dense encoder) are in memory before serving."""
+        self.search(["warm up the retriever"], 1)
+
+    def hit(self, tool_id: str, score: float, include_schema: bool) -> dict[str, Any]:
+        r = self.records.get(tool_id)
+        if r is None:  # a reranker added a tool beyond the index (never in the shipped ones)
+            from toolret.serving.tools import id_record
+
+            r = id_record(tool_id)
+        hit = {"tool_id": tool_id, "name": r["name"], "tool": r.get("tool"), "category": r.get("category"),
+               "description": r.get("description", ""), "score": score if math.isfinite(score) else None}
+        if include_schema and "input_schema" in r:
+            hit["input_schema"] = r["input_schema"]
+        return hit
+
+    def search(self, queries: list[str], k: int, include_schema: bool = True) -> list[list[dict[str, Any]]]:
+        if self.lock is None:
+            ranking = self.pipeline.search(queries, k)
+        else:
+            with self.lock:
+                ranking = self.pipeline.search(queries, k)
+        return [[self.hit(ranking.tool_ids[i], float(s), include_schema)
+                 for i, s in zip(ranking.indices[r], ranking.scores[r]) if i >= 0][:k]
+                for r in range(len(queries))]
+
+    def summary(self) -> dict[str, Any]:
+        return {"pipeline": self.name, "index": str(self.index_dir), "n_tools": self.n_tools,
+                "tool_metadata": self.tool_metadata, "concurrent": self.lock is None,
+                "loaded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.loaded_at))}
+
+
+class SearchService:
+    """Validation, admission, execution and index swap, shared by REST and MCP (see the module docstring)."""
+
+    def __init__(self, index_dir: str | Path, *, catalog_dir: str | Path | None = None,
+                 limits: Limits | None = None) -> None:
+        self.index_dir = Path(index_dir)
+        self.catalog_dir = catalog_dir
+        self.limits = limits or Limits()
+        self.current: Loaded | None = None
+        self.state = "loading"  # loading | ready | failed
+        self.error: str | None = None
+        self._executor = ThreadPoolExecutor(self.limits.workers, thread_name_prefix="toolret-search")
+        self._admit = threading.Lock()
+        self._reloading = threading.Lock()
+        self._in_flight = 0
+        self.stats = {"requests": 0, "rejected": 0, "timeouts": 0, "errors": 0, "max_in_flight": 0, "reloads": 0}
+        self.test_search_delay_s = _env_float("TOOLRET_SERVE_TEST_SEARCH_DELAY_S")
+        self.test_load_delay_s = _env_float("TOOLRET_SERVE_TEST_LOAD_DELAY_S")
+
+    # ------------------------------------------------------------------ loading
+    def _load(self, index_dir: str | Path, catalog_dir: str | Path | None) -> Loaded:
+        if self.test_load_delay_s:
+            time.sleep(self.test_load_delay_s)
+        loaded = Loaded(index_dir, catalog_dir)
+        self._torch_threads()
+        loaded.warm()
+        return loaded
+
+    def _torch_threads(self) -> None:
+        """Apply ``limits.torch_threads`` in the calling thread: torch keeps the intra-op thread count per
+        thread (set in the loading thread, the search threads still used 2: a dense query took ~0.5 s on
+        the busy box). A no-op where torch is not imported (BM25)."""
+        torch = sys.modules.get("torch")
+        n = self.limits.torch_threads
+        if torch is not None and n > 0 and torch.get_num_threads() != n:
+            torch.set_num_threads(n)
+
+    def load(self) -> None:
+        """The start-up load (blocking): ``ready`` once loaded and warmed, ``failed`` (+ ``error``) else."""
+        try:
+            self.current = self._load(self.index_dir, self.catalog_dir)
+        except Exception as e:
+            self.state, self.error = "failed", f"{type(e).__name__}: {e}"
+            raise
+        self.state = "ready"
+
+    async def reload(self, index_dir: str | Path | None = None,
+                     catalog_dir: str | Path | None = None) -> dict[str, Any]:
+        """Load + warm ``index_dir`` (default: the served one again, e.g. after it was rebuilt) off the
+        request path, then swap it in atomically. One reload at a time (409 otherwise)."""
+        if self.state != "ready":
+            raise RequestError(503, None, f"not ready ({self.state}): nothing to reload yet",
+                               {"Retry-After": str(self.limits.retry_after_s)})
+        if not self._reloading.acquire(blocking=False):
+            raise RequestError(409, None, "a reload is already in progress")
+        try:
+            target = Path(index_dir) if index_dir else self.index_dir
+            if catalog_dir is None and index_dir is None:
+                catalog_dir = self.catalog_dir  # the same index again: the same catalogue
+            old = self.current
+            try:
+                new = await asyncio.to_thread(self._load, target, catalog_dir)
+            except (CatalogError, OSError) as e:
+                raise RequestError(422, "index", f"cannot load {str(target)!r} ({type(e).__name__}: {e}); "
+                                   f"still serving {str(old.index_dir)!r}") from None
+            except Exception as e:  # noqa: BLE001 - reported; the old pipeline keeps serving
+                raise RequestError(500, None, f"reload of {str(target)!r} failed ({type(e).__name__}: {e}); "
+                                   f"still serving {str(old.index_dir)!r}") from None
+            self.current, self.index_dir, self.catalog_dir = new, target, catalog_dir
+            self.stats["reloads"] += 1
+            return {"previous": old.summary(), "current": new.summary()}
+        finally:
+            self._reloading.release()
+
+    # ------------------------------------------------------------------ validation
+    def validate_query(self, text: Any, field: str) -> str:
+        if not isinstance(text, str):
+            raise RequestError(422, field, f"must be a string, got {type(text).__name__}")
+        if not text.strip():
+            raise RequestError(422, field, "is empty")
+        if len(text) > self.limits.max_query_chars:
+            raise RequestError(422, field, f"has {len(text)} characters (max {self.limits.max_query_chars})")
+        return text
+
+    def validate_k(self, k: Any, n_tools: int) -> int:
+        if not isinstance(k, int) or isinstance(k, bool):
+            raise RequestError(422, "k", f"must be an integer, got {type(k).__name__}")
+        if k < 1:
+            raise RequestError(422, "k", f"must be >= 1, got {k}")
+        if k > n_tools:
+            raise RequestError(422, "k", f"{k} exceeds the {n_tools} indexed tools")
+        if k > self.limits.max_k:
+            raise RequestError(422, "k", f"{k} exceeds max_k {self.limits.max_k}")
+        return k
+
+    def validate_queries(self, queries: Any) -> list[str]:
+        if not isinstance(queries, list):
+            raise RequestError(422, "queries", f"must be a list of strings, got {type(queries).__name__}")
+        if not queries:
+            raise RequestError(422, "queries", "is empty (at least one query)")
+        if len(queries) > self.limits.max_queries:
+            raise RequestError(422, "queries", f"has {len(queries)} queries (max {self.limits.max_queries})")
+        return [self.validate_query(q, f"queries[{i}]") for i, q in enumerate(queries)]
+
+    def ready(self) -> Loaded:
+        loaded = self.current
+        if loaded is None:
+            detail = f"failed to load: {self.error}" if self.state == "failed" else "loading the pipeline"
+            raise RequestError(503, None, f"not ready ({detail})", {"Retry-After": str(self.limits.retry_after_s)})
+        return loaded
+
+    # ------------------------------------------------------------------ execution
+    def _release(self, _: Future) -> None:
+        with self._admit:
+            self._in_flight -= 1
+
+    def submit(self, loaded: Loaded, queries: list[str], k: int, include_schema: bool) -> Future:
+        """Admit (or 503) and queue one validated search on the worker pool."""
+        with self._admit:
+            self.stats["requests"] += 1
+            if self._in_flight >= self.limits.max_in_flight:
+                self.stats["rejected"] += 1
+                raise RequestError(503, None, f"busy: {self._in_flight} searches in flight (max_in_flight "
+                                   f"{self.limits.max_in_flight}); retry after {self.limits.retry_after_s} s",
+                                   {"Retry-After": str(self.limits.retry_after_s)})
+            self._in_flight += 1
+            self.stats["max_in_flight"] = max(self.stats["max_in_flight"], self._in_flight)
+        try:
+            fut = self._executor.submit(self._run, loaded, queries, k, include_schema)
+        except RuntimeError:  # shutting down
+            self._release(None)  # type: ignore[arg-type]
+            raise RequestError(503, None, "shutting down", {"Retry-After": str(self.limits.retry_after_s)}) from None
+        fut.add_done_callback(self._release)
+        return fut
+
+    def _run(self, loaded: Loaded, queries: list[str], k: int, include_schema: bool) -> list[list[dict[str, Any]]]:
+        self._torch_threads()
+        if self.test_search_delay_s:
+            time.sleep(self.test_search_delay_s)
+        return loaded.search(queries, k, include_schema)
+
+    async def search(self, queries: Any, k: Any, *, include_schema: bool = False,
+                     query_field: str | None = None) -> tuple[Loaded, list[list[dict[str, Any]]]]:
+        """Validate, admit and run one request; ``(the pipeline that answered, hits per query)``.
+        ``query_field`` names a single query's field (MCP ``query``) instead of ``queries[i]``."""
+        loaded = self.ready()
+        if query_field is not None:
+            queries = [self.validate_query(queries, query_field)]
+        else:
+            queries = self.validate_queries(queries)
+        k = self.validate_k(k, loaded.n_tools)
+        fut = self.submit(loaded, queries, k, include_schema)
+        try:
+            return loaded, await asyncio.wait_for(asyncio.wrap_future(fut), self.limits.timeout_s)
+        except asyncio.TimeoutError:
+            with self._admit:
+                self.stats["timeouts"] += 1
+            raise RequestError(504, None, f"search did not finish within {self.limits.timeout_s:g} s") from None
+        except RequestError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a failing component answers 500, the server keeps serving
+            with self._admit:
+                self.stats["errors"] += 1
+            raise RequestError(500, None, f"search failed: {type(e).__name__}: {e}") from None
+
+    # ------------------------------------------------------------------ reporting
+    def catalog(self) -> dict[str, Any]:
+        """The served catalogue: size, provenance, pipeline (MCP resource ``toolret://catalog``)."""
+        loaded = self.ready()
+        return {**loaded.summary(), "catalog": loaded.catalog}
+
+    def health(self) -> tuple[int, dict[str, Any]]:
+        """``(200, ...)`` once loaded and warmed; ``(503, ...)`` while loading or after a failed start."""
+        loaded = self.current
+        if loaded is None:
+            return 503, {"status": self.state, "index": str(self.index_dir), "error": self.error}
+        with self._admit:
+            load = {"in_flight": self._in_flight, **self.stats}
+        return 200, {"status": "ready", **loaded.summary(), "catalog": loaded.catalog,
+                     "reloading": self._reloading.locked(), "limits": asdict(self.limits), **load}
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+__all__ = ["Limits", "Loaded", "RequestError", "SearchService", "THREAD_SAFE_COMPONENTS"]
