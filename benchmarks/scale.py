@@ -38,8 +38,20 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _dir_mb(path: Path) -> float:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20
+def _saved_mb(retriever) -> float:
+    """Size on disk of the retriever's saved index (written to a temporary folder, then removed)."""
+    tmp = Path(tempfile.mkdtemp())
+    try:
+        retriever.save(tmp / "index")
+        return sum(p.stat().st_size for p in (tmp / "index").rglob("*") if p.is_file()) / 2**20
+    finally:
+        shutil.rmtree(tmp)
+
+
+def _timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
 
 
 def _percentiles(ms: list[float]) -> dict[str, float]:
@@ -78,16 +90,9 @@ def run_bm25(prefix: str, out) -> None:
     catalog, queries, gold = _load(prefix)
     base = _rss_mb()
     r = BM25Retriever()
-    t0 = time.perf_counter()
-    r.index(catalog.tool_ids, catalog.docs("original"))
-    build = time.perf_counter() - t0
-    tmp = Path(tempfile.mkdtemp())
-    r.save(tmp / "bm25")
-    size = _dir_mb(tmp / "bm25")
-    shutil.rmtree(tmp)
-    t0 = time.perf_counter()
-    ranking = r.search(queries, K)
-    batch = time.perf_counter() - t0
+    _, build = _timed(lambda: r.index(catalog.tool_ids, catalog.docs("original")))
+    size = _saved_mb(r)
+    ranking, batch = _timed(lambda: r.search(queries, K))
     out.put({"method": "bm25", "index": "bm25s", "n_tools": len(catalog.tools), "n_queries": len(queries),
              "index_build_s": round(build, 2), "peak_rss_mb": round(_rss_mb(), 1),
              "rss_before_index_mb": round(base, 1), "index_size_mb": round(size, 2),
@@ -104,23 +109,14 @@ def run_dense(prefix: str, out) -> None:
     store = exact.config.store()
     cold = len(store.get(docs)) < len(set(docs)) if store is not None else True
     base = _rss_mb()
-    t0 = time.perf_counter()
-    emb = exact.encode_documents(docs)
-    encode = time.perf_counter() - t0
+    emb, encode = _timed(lambda: exact.encode_documents(docs))
     rows = []
     q_emb = exact.encode(queries)
     for kind in ("flat", "hnsw"):
         r = DenseRetriever(DenseConfig(index=kind), encoder=exact.encoder)
-        t0 = time.perf_counter()
-        r.index_embeddings(catalog.tool_ids, emb)
-        build = time.perf_counter() - t0
-        tmp = Path(tempfile.mkdtemp())
-        r.save(tmp / "dense")
-        size = _dir_mb(tmp / "dense")
-        shutil.rmtree(tmp)
-        t0 = time.perf_counter()
-        ranking = r.search_embeddings(q_emb, K)
-        batch = time.perf_counter() - t0
+        _, build = _timed(lambda r=r: r.index_embeddings(catalog.tool_ids, emb))
+        size = _saved_mb(r)
+        ranking, batch = _timed(lambda r=r: r.search_embeddings(q_emb, K))
         search_only = []
         for i in range(len(queries)):
             t1 = time.perf_counter()
