@@ -1,7 +1,7 @@
 """The committed ``dvc.lock`` is current for every stage whose outputs are committed to git.
 
-Such a stage (LLM generations, QTA preference data: ``cache: false`` outputs in git) costs minutes to
-hours to recompute. If a commit changes one of its code deps or params without updating ``dvc.lock``,
+Such a stage (LLM generations, QTA preference data, trained adapters and learned embeddings:
+``cache: false`` outputs in git, see ``toolret.registry.in_git``) costs minutes to hours to recompute. If a commit changes one of its code deps or params without updating ``dvc.lock``,
 ``dvc repro`` (and ``make run``) on a fresh clone regenerates it. A change that cannot alter the output
 is recorded with ``dvc commit -f <stage>``; one that can is regenerated -- in the same commit.
 
@@ -40,9 +40,16 @@ def _lookup(params: dict, dotted: str):
     return node
 
 
+def _tracked_under(path: str, tracked: set[str]) -> list[str]:
+    """The git-tracked files an output path covers (itself, or the files of a directory)."""
+    return [t for t in tracked if t == path or t.startswith(path.rstrip("/") + "/")]
+
+
 def stale_committed_stages() -> dict[str, list[str]]:
-    """``stage -> reasons`` for every ``dvc.lock`` stage whose outputs are all git-tracked and that
-    ``dvc repro`` would rerun on a fresh clone because of the code, params or command."""
+    """``stage -> reasons`` for every ``dvc.yaml`` stage whose outputs are kept in git (``cache: false``,
+    :func:`toolret.registry.in_git`) that ``dvc repro`` would rerun on a fresh clone because of the code,
+    params or command, or whose committed outputs and ``dvc.lock`` disagree. A stage with such outputs
+    neither committed nor locked is not produced yet (``make run`` defers it) and is not stale."""
     from dvc.dependency.param import ParamsDependency
     from dvc.repo import Repo
 
@@ -51,15 +58,20 @@ def stale_committed_stages() -> dict[str, list[str]]:
     params_yaml = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
     stages = {s.addressing: s for s in Repo(str(ROOT)).index.stages}
     stale: dict[str, list[str]] = {}
-    for name, locked in lock.items():
-        outs = [o["path"] for o in locked.get("outs", [])]
-        if not outs or not all(o in tracked for o in outs):
-            continue
-        reasons = []
-        stage = stages.get(name)
+    for name in sorted(set(lock) | set(stages)):
+        stage, locked = stages.get(name), lock.get(name)
         if stage is None:
-            stale[name] = ["no longer in dvc.yaml (remove it from dvc.lock)"]
+            if locked and locked.get("outs") and all(_tracked_under(o["path"], tracked) for o in locked["outs"]):
+                stale[name] = ["no longer in dvc.yaml (remove it from dvc.lock)"]
             continue
+        if not stage.outs or any(o.use_cache for o in stage.outs):
+            continue
+        committed = {o.def_path: bool(_tracked_under(o.def_path, tracked)) for o in stage.outs}
+        if locked is None:
+            if any(committed.values()):
+                stale[name] = ["outputs committed but the stage is not in dvc.lock (`dvc commit -f` it)"]
+            continue
+        reasons = [f"output {p} is in dvc.lock but not committed to git" for p, c in committed.items() if not c]
         if stage.cmd != locked["cmd"]:
             reasons.append("command changed")
         locked_deps = {d["path"]: d for d in locked.get("deps", [])}
@@ -75,9 +87,10 @@ def stale_committed_stages() -> dict[str, list[str]]:
                 for key in dep.params or []:
                     if key not in recorded or _lookup(params_yaml, key) != recorded[key]:
                         reasons.append(f"param {key} changed")
-        for out in locked["outs"]:
-            if _md5(ROOT / out["path"]) != out["md5"]:
-                reasons.append(f"output {out['path']} differs from its dvc.lock md5")
+        locked_outs = {o["path"]: o.get("md5") for o in locked.get("outs", [])}
+        for out in stage.outs:
+            if committed[out.def_path] and out.get_hash().value != locked_outs.get(out.def_path):
+                reasons.append(f"output {out.def_path} differs from its dvc.lock md5")
         if reasons:
             stale[name] = reasons
     return stale

@@ -146,6 +146,18 @@ class StageTemplate:
     item_deps: Callable[[Any, str], tuple[str, ...]] | None = None  # per-item deps (with a foreach)
 
 
+# the most a file kept in git may weigh (a test checks every tracked file): trained artifacts are born small
+# (LoRA adapters, learned embeddings) so a fresh clone evaluates every method without training anything
+MAX_GIT_FILE_MB = 25
+
+
+def in_git(*paths: str) -> tuple[dict[str, dict[str, bool]], ...]:
+    """``StageTemplate.outs`` entries kept in git rather than the DVC cache (``cache: false``): small costly
+    artifacts (LLM generations, trained adapters and embeddings), so a fresh clone has them without a remote
+    and ``dvc repro`` reruns them only when their recorded deps change (``tests/test_dvc_lock.py``)."""
+    return tuple({p: {"cache": False}} for p in paths)
+
+
 _REPORTS: dict[str, str] = {}
 _GENERATION_JOBS: dict[str, str] = {}
 _COMPONENTS: dict[str, Component] = {}

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toolret.registry import BuildContext, Component, StageTemplate, register_component, register_section, register_stage
+from toolret.registry import (BuildContext, Component, StageTemplate, in_git, register_component, register_section,
+                              register_stage)
 from toolret.retrieval.bm25 import BM25Config
 from toolret.retrieval.dense import DenseConfig
 from toolret.retrieval.finetune import FinetuneConfig
@@ -74,5 +75,5 @@ register_stage(StageTemplate(
     cmd="toolret fit --method dense-ft --catalog data/curated/${item} --out data/models/${item}/dense-ft",
     entry="toolret.cli:cmd_fit", components=("dense-ft",),
     deps=("data/curated/${item}",), params=("finetune", "dense"),
-    outs=("data/models/${item}/dense-ft",),
+    outs=in_git("data/models/${item}/dense-ft"),
 ))

@@ -22,6 +22,7 @@ from toolret.registry import (
     BuildContext,
     Component,
     StageTemplate,
+    in_git,
     register_component,
     register_pipeline,
     register_section,
@@ -78,7 +79,7 @@ register_stage(StageTemplate(
     cmd="toolret fit --method colt --catalog data/curated/${item} --out " + _MODEL,
     entry="toolret.cli:cmd_fit", components=("colt",),
     deps=("data/curated/${item}", "data/models/${item}/dense-ft"), params=("colt", "dense", "finetune"),
-    outs=(_MODEL,),
+    outs=in_git(_MODEL),
 ))
 register_stage(StageTemplate(
     name="index_colt", order=52, foreach="${colt_datasets}",

@@ -24,6 +24,7 @@ from toolret.registry import (
     BuildContext,
     Component,
     StageTemplate,
+    in_git,
     register_component,
     register_pipeline,
     register_report,
@@ -78,7 +79,6 @@ register_pipeline("qta-zs", "qta-base+dense", "QTA prompt, untrained LLM, over f
 register_report("qta", "toolret.methods.qta.report:write_report")
 
 _RUN = "--catalog data/curated/${item.dataset} --set catalog.folds=${item.folds} --set catalog.fold=${item.fold}"
-_SMALL = {"cache": False}  # a few hundred KB of generated text: kept in git
 
 register_stage(StageTemplate(
     name="qta_preferences", order=42, costly=True, foreach="${qta.runs}",
@@ -86,7 +86,7 @@ register_stage(StageTemplate(
     cmd=f"toolret fit --method qta-base {_RUN} --out data/qta/${{key}}/preferences.jsonl",
     entry="toolret.cli:cmd_fit", components=("qta-base+dense",), deps=("data/curated/${item.dataset}",),
     params=("qta", "dense", "catalog"),
-    outs=({"data/qta/${key}/preferences.jsonl": _SMALL}, {"data/qta/${key}/preferences.meta.json": _SMALL}),
+    outs=in_git("data/qta/${key}/preferences.jsonl", "data/qta/${key}/preferences.meta.json"),
 ))
 register_stage(StageTemplate(
     name="qta_adapter", order=43, costly=True, foreach="${qta.runs}",
@@ -94,7 +94,7 @@ register_stage(StageTemplate(
     cmd=f"toolret fit --method qta-rewriter {_RUN} --out data/models/${{key}}/qta",
     entry="toolret.cli:cmd_fit", components=("qta-rewriter+dense",),
     deps=("data/curated/${item.dataset}", "data/qta/${key}/preferences.jsonl"), params=("qta", "dense", "catalog"),
-    outs=("data/models/${key}/qta",),
+    outs=in_git("data/models/${key}/qta"),
 ))
 register_stage(StageTemplate(
     name="qta_evaluate", order=62, costly=True, foreach="${qta.runs}",

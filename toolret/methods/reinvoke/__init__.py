@@ -23,6 +23,7 @@ from toolret.registry import (
     BuildContext,
     Component,
     StageTemplate,
+    in_git,
     register_component,
     register_generation_job,
     register_pipeline,
@@ -109,7 +110,6 @@ register_generation_job("reinvoke-intents", "toolret.methods.reinvoke.generation
 
 PIPELINES = ("reinvoke", "reinvoke-bm25", "hyde")
 _LLM = ("reinvoke",)
-_SMALL = {"cache": False}  # generated text, a few MB at most: kept in git so a fresh clone needs no LLM
 
 register_stage(StageTemplate(
     name="synth_queries", order=40, costly=True, foreach="${reinvoke_datasets}",
@@ -117,8 +117,7 @@ register_stage(StageTemplate(
     cmd="toolret fit --method reinvoke-qgen --catalog data/curated/${item} "
         "--out data/reinvoke/${item}/synthetic_queries.jsonl",
     entry="toolret.cli:cmd_fit", components=("reinvoke-qgen",), deps=("data/curated/${item}",), params=_LLM,
-    outs=({"data/reinvoke/${item}/synthetic_queries.jsonl": _SMALL},
-          {"data/reinvoke/${item}/synthetic_queries.meta.json": _SMALL}),
+    outs=in_git("data/reinvoke/${item}/synthetic_queries.jsonl", "data/reinvoke/${item}/synthetic_queries.meta.json"),
 ))
 for _kind, _component, _what in (("intents", "reinvoke-intents", "intents the LLM extracts from each test query"),
                                  ("hyde", "hyde-docs", "HyDE hypothetical tool documents of the test queries")):
@@ -127,7 +126,7 @@ for _kind, _component, _what in (("intents", "reinvoke-intents", "intents the LL
         cmd=f"toolret rewrite --method {_component} --catalog data/curated/${{item}} --split test "
             f"--out data/reinvoke/${{item}}/{_kind}.jsonl",
         entry="toolret.cli:cmd_rewrite", components=(f"{_component}+dense",), deps=("data/curated/${item}",), params=_LLM,
-        outs=({f"data/reinvoke/${{item}}/{_kind}.jsonl": _SMALL}, {f"data/reinvoke/${{item}}/{_kind}.meta.json": _SMALL}),
+        outs=in_git(f"data/reinvoke/${{item}}/{_kind}.jsonl", f"data/reinvoke/${{item}}/{_kind}.meta.json"),
     ))
 _GENERATED = ("data/reinvoke/${item.dataset}/synthetic_queries.jsonl", "data/reinvoke/${item.dataset}/intents.jsonl",
               "data/reinvoke/${item.dataset}/hyde.jsonl")

@@ -26,6 +26,7 @@ from toolret.registry import (
     BuildContext,
     Component,
     StageTemplate,
+    in_git,
     register_component,
     register_pipeline,
     register_report,
@@ -122,7 +123,7 @@ register_stage(StageTemplate(
          "in-batch or random negatives), query-type classifier, m_s/m_u/tau_s/tau_m/n selected on the dev split",
     cmd="toolret fit --method toolrerank-ce --catalog data/curated/${toolrerank.train_dataset} --out " + _ARTIFACT,
     entry="toolret.cli:cmd_fit", components=("toolrerank",),
-    deps=("data/curated/${toolrerank.train_dataset}",), params=_TRAIN_PARAMS, outs=(_ARTIFACT,),
+    deps=("data/curated/${toolrerank.train_dataset}",), params=_TRAIN_PARAMS, outs=in_git(_ARTIFACT),
 ))
 register_stage(StageTemplate(
     name="toolrerank_evaluate", order=62, foreach="${toolrerank_datasets}",
