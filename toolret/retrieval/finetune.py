@@ -14,16 +14,14 @@ import random
 import shutil
 from pathlib import Path
 
-from typing import Literal
-
 from pydantic import Field
 
 from toolret.atomic import atomic_directory
 from toolret.catalog.model import Catalog, CatalogError
-from toolret.config import StrictModel
+from toolret.retrieval.models import LoraSettings
 
 
-class FinetuneConfig(StrictModel):
+class FinetuneConfig(LoraSettings):
     """``params.yaml: finetune`` (the encoder and device come from ``dense:`` unless set here).
 
     All train pairs for 2 epochs: ~1 h 45 min on 2 idle CPU cores for ToolLens (2,664 steps).
@@ -40,13 +38,6 @@ class FinetuneConfig(StrictModel):
     max_train_pairs: int = 0  # 0 = every (query, gold tool) pair of the train split
     eval_steps: int = 200  # > 0: dev recall@5 every n steps, checkpoint kept, best step selected, resumable
     seed: int = 13
-    # "lora": a peft LoRA adapter over the frozen base encoder (a ~2 MB artifact, small enough for git);
-    # "full": every weight trained (a ~90 MB model)
-    method: Literal["full", "lora"] = "full"
-    lora_r: int = Field(16, ge=1)
-    lora_alpha: int = 32
-    lora_dropout: float = 0.05
-    lora_targets: list[str] = Field(default_factory=lambda: ["query", "key", "value", "dense"])
 
     def resolved(self, dense) -> FinetuneConfig:
         """``model`` / ``device`` filled from the dense section."""
@@ -122,11 +113,7 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
     out_dir = Path(out_dir)
     train = training_pairs(catalog, "train", config.docs, config.max_train_pairs, config.seed)
     model = load_sentence_transformer(config.model, config.device, config.max_seq_length)
-    if config.method == "lora":
-        from peft import LoraConfig
-
-        model.add_adapter(LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
-                                     target_modules=list(config.lora_targets)))
+    config.add_lora(model)
     dataset = Dataset.from_dict({"anchor": [q for q, _ in train], "positive": [d for _, d in train]})
     evaluator = dev_evaluator(catalog, config.docs) if config.eval_steps > 0 else None
     work = _work_dir(out_dir, config, train)

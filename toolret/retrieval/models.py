@@ -5,8 +5,12 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
 
 from toolret.catalog.model import CatalogError
+from toolret.config import StrictModel
 
 # name -> (python package carrying the weights, sub-folder)
 PACKAGED_ENCODERS = {
@@ -41,6 +45,18 @@ def resolve_encoder(name_or_path: str) -> Path:
 ADAPTER_CONFIG = "adapter_config.json"
 
 
+def is_adapter(folder: str | Path) -> bool:
+    """A saved peft LoRA adapter (loaded over the base encoder its ``adapter_config.json`` names)."""
+    return (Path(folder) / ADAPTER_CONFIG).is_file()
+
+
+def adapter_base(folder: str | Path) -> str:
+    """The base encoder a saved adapter folder names (a packaged name or a project-relative folder)."""
+    import json
+
+    return json.loads((Path(folder) / ADAPTER_CONFIG).read_text(encoding="utf-8"))["base_model_name_or_path"]
+
+
 def name_adapter_base(folder: Path, base: str) -> None:
     """Make a saved LoRA encoder folder name its base encoder portably (a packaged name or a
     project-relative folder) instead of the absolute path peft records."""
@@ -57,17 +73,37 @@ def name_adapter_base(folder: Path, base: str) -> None:
 def load_sentence_transformer(name_or_path: str, device: str = "cpu", max_seq_length: int | None = None):
     """Load a SentenceTransformer from a resolved local folder (heavy import kept inside). A folder holding
     a LoRA adapter (``adapter_config.json``, e.g. a dense-ft artifact) loads its base encoder and the adapter."""
-    import json
-
     from sentence_transformers import SentenceTransformer
 
     folder = resolve_encoder(name_or_path)
-    if (folder / ADAPTER_CONFIG).is_file():
-        base = json.loads((folder / ADAPTER_CONFIG).read_text(encoding="utf-8"))["base_model_name_or_path"]
-        model = load_sentence_transformer(base, device, max_seq_length)
+    if is_adapter(folder):
+        model = load_sentence_transformer(adapter_base(folder), device, max_seq_length)
         model.load_adapter(str(folder))
         return model
     model = SentenceTransformer(str(folder), device=device)
     if max_seq_length:
         model.max_seq_length = max_seq_length
     return model
+
+
+class LoraSettings(StrictModel):
+    """How an encoder is trained (the ``finetune`` and ``toolrerank`` sections share these keys).
+
+    ``method: lora``: a peft LoRA adapter over the frozen base encoder (2-4 MB, kept in git with the
+    artifact); ``full``: every weight trained (a ~90 MB model for MiniLM, too large for git)."""
+
+    method: Literal["full", "lora"] = "full"
+    lora_r: int = Field(16, ge=1)
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    lora_targets: list[str] = Field(default_factory=lambda: ["query", "key", "value", "dense"])
+
+    def add_lora(self, model, modules_to_save: list[str] | None = None) -> None:
+        """Give ``model`` (a SentenceTransformer or CrossEncoder) a trainable LoRA adapter when
+        ``method`` is ``lora``; ``modules_to_save``: new layers trained in full and saved with it."""
+        if self.method != "lora":
+            return
+        from peft import LoraConfig
+
+        model.add_adapter(LoraConfig(r=self.lora_r, lora_alpha=self.lora_alpha, lora_dropout=self.lora_dropout,
+                                     target_modules=list(self.lora_targets), modules_to_save=modules_to_save))

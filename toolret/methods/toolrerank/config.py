@@ -32,6 +32,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from toolret.config import GridVariant, StrictModel
+from toolret.retrieval.models import LoraSettings
 
 TAUS = [0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9]
 PAPER_BEST = {"m_s": 10, "m_u": 50, "tau_s": 0.85, "tau_m": 0.7, "n": 3}
@@ -48,8 +49,9 @@ class GridConfig(StrictModel):
     metric: str = "recall@5"  # the paper selects on Recall@5 / NDCG@5; one metric here
 
 
-class TrainingConfig(StrictModel):
-    """What the trained artifact depends on (its folder is keyed by the training dataset)."""
+class TrainingConfig(LoraSettings):
+    """What the trained artifact depends on (its folder is keyed by the training dataset). ``method: lora``
+    trains a LoRA adapter over ``base_model`` plus the new head (a ~3 MB artifact kept in git)."""
 
     train_dataset: str | None = None  # a dataset name or BEIR folder (params.yaml); None: the evaluated catalogue
     base_model: str = "all-MiniLM-L6-v2"  # a packaged encoder name or a local model folder; new 1-logit head

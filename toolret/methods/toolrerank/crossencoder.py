@@ -19,9 +19,12 @@ import json
 import random
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from toolret.retrieval.models import LoraSettings
 
 SEP = "\x1f"  # query / document separator of a score-cache key
 CHUNK = 1024  # pairs scored (and persisted) at a time: a killed scoring run keeps what it finished
@@ -80,13 +83,22 @@ def mine_training_tuples(queries: Sequence[str], gold: Sequence[set[int]], ranke
     return rows
 
 
+# the new layers of a cross-encoder made from a bi-encoder: trained in full (and saved) beside a LoRA adapter
+NEW_LAYERS = ["classifier", "pooler"]
+
+
 def load_cross_encoder(folder: str | Path, max_length: int, device: str = "cpu", new_head: bool = False):
-    """A ``CrossEncoder`` from a local folder (``new_head``: a base encoder given a fresh 1-logit head)."""
+    """A ``CrossEncoder`` from a local folder (``new_head``: a base encoder given a fresh 1-logit head). A
+    saved LoRA adapter folder loads its base encoder with the adapter and the trained head."""
     from sentence_transformers.cross_encoder import CrossEncoder
 
-    from toolret.retrieval.models import offline, resolve_encoder
+    from toolret.retrieval.models import adapter_base, is_adapter, offline, resolve_encoder
 
     offline()
+    if not new_head and is_adapter(folder):
+        model = load_cross_encoder(adapter_base(folder), max_length, device, new_head=True)
+        model.load_adapter(str(folder))
+        return model
     path = resolve_encoder(str(folder)) if new_head else Path(folder)
     kwargs: dict[str, Any] = {"num_labels": 1} if new_head else {}
     return CrossEncoder(str(path), max_length=max_length, device=device, **kwargs)
@@ -94,8 +106,10 @@ def load_cross_encoder(folder: str | Path, max_length: int, device: str = "cpu",
 
 def train_cross_encoder(examples: Sequence[tuple], out_dir: str | Path, *, base_model: str, max_length: int,
                         epochs: int, batch_size: int, lr: float, warmup_ratio: float, seed: int,
-                        loss: str = "bce", in_batch_negatives: int = 4, device: str = "cpu") -> dict[str, Any]:
-    """Train a fresh-head cross-encoder and save it to ``out_dir`` (atomically).
+                        loss: str = "bce", in_batch_negatives: int = 4, device: str = "cpu",
+                        lora: LoraSettings | None = None) -> dict[str, Any]:
+    """Train a fresh-head cross-encoder and save it to ``out_dir`` (atomically); with ``lora.method ==
+    "lora"`` a LoRA adapter plus the new head are trained and saved (naming ``base_model``).
 
     ``loss="bce"``: ``examples`` are ``(query, document, label)`` pairs, ``BinaryCrossEntropyLoss``.
     ``loss="in_batch"``: ``examples`` are ``(query, positive, hard negative ...)`` rows,
@@ -110,10 +124,13 @@ def train_cross_encoder(examples: Sequence[tuple], out_dir: str | Path, *, base_
     from sentence_transformers.cross_encoder import losses
 
     from toolret.atomic import atomic_directory
+    from toolret.retrieval.models import is_adapter, name_adapter_base
 
     if loss not in ("bce", "in_batch"):
         raise ValueError(f"toolrerank.loss must be 'bce' or 'in_batch', not {loss!r}")
     model = load_cross_encoder(base_model, max_length, device, new_head=True)
+    if lora is not None:
+        lora.add_lora(model, modules_to_save=NEW_LAYERS)
     if loss == "bce":
         data = Dataset.from_dict({"query": [p[0] for p in examples], "document": [p[1] for p in examples],
                                   "label": [float(p[2]) for p in examples]})
@@ -143,6 +160,8 @@ def train_cross_encoder(examples: Sequence[tuple], out_dir: str | Path, *, base_
         shutil.rmtree(scratch, ignore_errors=True)
     with atomic_directory(out_dir) as tmp:
         model.save(str(tmp))
+        if is_adapter(tmp):
+            name_adapter_base(tmp, base_model)
     return {"loss": loss, "n_examples": len(examples), "n_positive": n_pos, "steps": result.global_step,
             "train_loss": result.training_loss, "train_runtime_s": result.metrics.get("train_runtime")}
 

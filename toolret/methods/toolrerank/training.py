@@ -116,6 +116,7 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
     from toolret.methods.toolrerank.crossencoder import (CrossEncoderScorer, mine_training_pairs, mine_training_tuples,
                                                           train_cross_encoder)
     from toolret.methods.toolrerank.hierarchy import SeenSet, is_multi_tool
+    from toolret.retrieval.models import is_adapter
 
     out_dir = Path(out_dir)
     train_all = catalog.split("train")
@@ -135,7 +136,7 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
 
     # 1. the cross-encoder
     model_dir = work / "model"
-    if not (model_dir / "config.json").is_file():
+    if not ((model_dir / "config.json").is_file() or is_adapter(model_dir)):  # written atomically: complete
         texts, golds = [q.text for q in train], [{pos[t] for t in catalog.gold(q.id)} for q in train]
         ranked = [list(r) for r in retriever.search(texts, config.hard_negative_depth).indices]
         if config.loss == "bce":
@@ -150,7 +151,7 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
         ce = train_cross_encoder(examples, model_dir, base_model=config.base_model, max_length=config.max_length,
                                  epochs=config.epochs, batch_size=config.batch_size, lr=config.lr,
                                  warmup_ratio=config.warmup_ratio, seed=config.seed, loss=config.loss,
-                                 in_batch_negatives=config.random_negatives, device=config.device)
+                                 in_batch_negatives=config.random_negatives, device=config.device, lora=config)
         write_json(work / "cross_encoder.json", ce)
     ce_report = json.loads((work / "cross_encoder.json").read_text(encoding="utf-8"))
 
