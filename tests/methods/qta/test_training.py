@@ -71,6 +71,7 @@ def test_pairs_follow_the_reward_and_a_tiny_adapter_trains_and_round_trips(tmp_p
 
     weights = load_file(str(adapter / "adapter_model.safetensors"))
     assert any("lora_B" in k and np.abs(v).max() > 0 for k, v in weights.items())  # B starts at 0: it moved
+    assert {v.dtype for v in weights.values()} == {np.dtype("float16")}  # stored at half the bytes for git
 
     # the adapter changes the model, and generations are keyed on it
     base, tuned = QTALLM(cfg), QTALLM(cfg, adapter)
