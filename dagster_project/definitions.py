@@ -33,6 +33,12 @@ def deferred_items(items, root: Path) -> list:
     return [by_name[n] for n in sorted(skipped)]
 
 
+def retrain_config(items) -> dict:
+    """Run config forcing every training stage (``meta: {trains: true}``) to rerun: its committed artifact is
+    up to date for DVC, and the paper protocol retrains it from the data."""
+    return {"ops": {i.op_name: {"config": {"force": True}} for i in items if i.trains}}
+
+
 def build_definitions(project_dir: str | Path | None = None) -> dg.Definitions:
     """Definitions for the DVC project at ``project_dir`` (default ``$TOOLRET_PROJECT_DIR`` or the repo).
 
@@ -50,9 +56,10 @@ def build_definitions(project_dir: str | Path | None = None) -> dg.Definitions:
     return dg.Definitions(
         assets=assets,
         asset_checks=build_checks(items),
-        jobs=[dg.define_asset_job(ALL_JOB, selection=dg.AssetSelection.all(),
+        jobs=[dg.define_asset_job(ALL_JOB, selection=dg.AssetSelection.all(), config=retrain_config(items),
                                   description="Every DVC stage, check and report of the project (the full "
-                                              "paper protocol: fine-tuning and LLM generation included)."),
+                                              "paper protocol: LLM generation where absent, and every model "
+                                              "retrained, committed ones included: `dvc repro --force`)."),
               dg.define_asset_job(RUN_JOB, selection=run_selection,
                                   description="`make run`: every stage except costly ones (fine-tuning, LLM "
                                               "generation) whose outputs are not there yet, and what depends on "

@@ -57,6 +57,7 @@ class StageItem:
     upstream: tuple[str, ...] = field(default=())
     costly: bool = False  # dvc.yaml `meta: {costly: true}`: hours of training / generation
     desc: str = ""
+    trains: bool = False  # dvc.yaml `meta: {trains: true}`: trains a model (`toolret_all` retrains it)
 
     @property
     def asset_key(self) -> dg.AssetKey:
@@ -180,15 +181,16 @@ def load_stage_items(project_dir: str | Path | None = None) -> list[StageItem]:
                     if m.group("method"):
                         facets.setdefault("method", m.group("method"))
             raw.append((s.name, base, key_path, facets, s.cmd if isinstance(s.cmd, str) else " && ".join(s.cmd),
-                        deps, tuple(params), outs, bool((getattr(s, "meta", None) or {}).get("costly")),
+                        deps, tuple(params), outs, getattr(s, "meta", None) or {},
                         str(_unwrap(getattr(s, "desc", None)) or "").strip()))
     items: list[StageItem] = []
-    for name, base, key_path, facets, cmd, deps, params, outs, costly, desc in raw:
+    for name, base, key_path, facets, cmd, deps, params, outs, meta, desc in raw:
         upstream = tuple(
             other[0] for other in raw
             if other[0] != name and any(_overlaps(d, o) for d in deps for o in other[7])
         )
-        items.append(StageItem(name, base, key_path, facets, cmd, deps, params, outs, upstream, costly, desc))
+        items.append(StageItem(name, base, key_path, facets, cmd, deps, params, outs, upstream, bool(meta.get("costly")),
+                               desc, bool(meta.get("trains"))))
     names = [i.op_name for i in items]
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:

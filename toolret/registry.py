@@ -140,6 +140,7 @@ class StageTemplate:
     matrix: dict[str, Any] | None = None  # name -> "${params list}" or a literal list
     order: int = 100
     costly: bool = False  # hours of training / generation: `make run` runs it only where its outputs exist
+    trains: bool = False  # trains a model: `make paper` (Dagster job toolret_all) reruns it even when up to date
     components: tuple[str, ...] = ()  # pipelines / components the command builds (their packages are code deps)
     components_param: str | None = None  # ... or a params list naming them (e.g. "methods")
     only_if: str | None = None  # a params key (dotted); the stage is generated only where its value is non-empty

@@ -261,8 +261,9 @@ def _stage_dict(t: StageTemplate, params: Any) -> dict[str, Any]:
     if t.params:
         body["params"] = list(t.params)
     body["outs"] = [o if isinstance(o, str) else {k: dict(v) for k, v in o.items()} for o in t.outs]
-    if t.costly:
-        body["meta"] = {"costly": True}
+    meta = {k: True for k in ("costly", "trains") if getattr(t, k)}
+    if meta:
+        body["meta"] = meta
     if t.foreach:
         return {"foreach": foreach, "do": body}
     if t.matrix:

@@ -14,7 +14,7 @@ import yaml
 
 from orch_helpers import BIN, REPO, env_for
 
-from dagster_project.definitions import ALL_JOB, build_definitions
+from dagster_project.definitions import ALL_JOB, RUN_JOB, build_definitions
 from dagster_project.dvc_assets import load_stage_items, op_name_for
 
 K = dg.AssetKey
@@ -85,6 +85,19 @@ def test_checks_schedule_sensor_job_present() -> None:
     assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
     job = defs.resolve_job_def(ALL_JOB)
     assert job.executor_def.name == "in_process"
+
+
+def test_paper_job_retrains_exactly_the_training_stages() -> None:
+    """`make paper` (toolret_all) forces every stage that trains a model: their committed artifacts are up to
+    date for DVC, so without --force the paper protocol would retrain none of them."""
+    items = load_stage_items(REPO)
+    trains = {i.name.split("@")[0] for i in items if i.trains}
+    assert trains == {"finetune", "colt", "toolrerank_train", "qta_adapter"}
+    defs = build_definitions(REPO)
+    ops = (defs.resolve_job_def(ALL_JOB).run_config or {}).get("ops", {})  # the job's default run config
+    assert set(ops) == {op_name_for(i.name) for i in items if i.trains}
+    assert all(v == {"config": {"force": True}} for v in ops.values())
+    assert defs.resolve_job_def(RUN_JOB).run_config is None  # make run reuses what is committed
 
 
 HAND_WRITTEN = {

@@ -153,14 +153,14 @@ def test_report_from_an_evaluation_grid_names_the_artifact_and_its_numbers(train
     params.write_text(yaml.safe_dump(small), encoding="utf-8")
     runs = root / "runs"
     assert main(["--params", str(params), "evaluate-grid", "--catalog", str(trained["catalog"]), "--grid",
-                 "toolrerank.ablations", "--out", str(runs / "fixture_catalog" / "toolrerank")]) == 0
+                 "toolrerank.ablations", "--out", str(runs / "fixture_catalog" / "toolrerank-ablations")]) == 0
     out = root / "toolrerank_results.md"
     assert main(["--params", str(params), "report-ablations", "--method", "toolrerank", "--runs", str(runs),
                  "--datasets", "fixture_catalog", "--out", str(out)]) == 0
     text = out.read_text()
     record = json.loads((trained["artifact"] / "toolrerank.json").read_text())
     assert f"{record['cross_encoder']['n_examples']} training rows ({record['cross_encoder']['loss']} loss)" in text
-    summary = json.loads((runs / "fixture_catalog" / "toolrerank" / "summary.json").read_text())
+    summary = json.loads((runs / "fixture_catalog" / "toolrerank-ablations" / "summary.json").read_text())
     main_row = next(line for line in text.splitlines() if line.startswith("| **ToolRerank** |"))
     variants = summary["variants"]["toolrerank"]["metrics"]
     assert f"{100 * variants['recall@5']:.1f}" in main_row

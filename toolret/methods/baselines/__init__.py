@@ -69,7 +69,7 @@ register_component(Component("dense-ft", "retriever", _dense_ft, _load_dense_ft,
                              trains=True))
 
 register_stage(StageTemplate(
-    name="finetune", order=30, costly=True, foreach="${finetune_datasets}",
+    name="finetune", order=30, costly=True, trains=True, foreach="${finetune_datasets}",
     desc="dense-ft encoder fine-tuned on the dataset's train split (MNRL, in-batch negatives), the step "
          "with the best dev recall@5 kept",
     cmd="toolret fit --method dense-ft --catalog data/curated/${item} --out data/models/${item}/dense-ft",

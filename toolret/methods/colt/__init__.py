@@ -73,7 +73,7 @@ register_pipeline("colt", "colt", "COLT (semantic stage colt.encoder, default de
 
 _MODEL = "data/models/${item}/colt"
 register_stage(StageTemplate(
-    name="colt", order=35, costly=True, foreach="${colt_datasets}",
+    name="colt", order=35, costly=True, trains=True, foreach="${colt_datasets}",
     desc="COLT collaborative stage trained on the train split over the dense-ft encoder, dev-selected "
          "(tool representations + report)",
     cmd="toolret fit --method colt --catalog data/curated/${item} --out " + _MODEL,

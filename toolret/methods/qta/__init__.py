@@ -89,7 +89,7 @@ register_stage(StageTemplate(
     outs=in_git("data/qta/${key}/preferences.jsonl", "data/qta/${key}/preferences.meta.json"),
 ))
 register_stage(StageTemplate(
-    name="qta_adapter", order=43, costly=True, foreach="${qta.runs}",
+    name="qta_adapter", order=43, costly=True, trains=True, foreach="${qta.runs}",
     desc="QTA LoRA adapters (one per qta.train_m) trained by DPO on the preference data",
     cmd=f"toolret fit --method qta-rewriter {_RUN} --out data/models/${{key}}/qta",
     entry="toolret.cli:cmd_fit", components=("qta-rewriter+dense",),
@@ -97,7 +97,7 @@ register_stage(StageTemplate(
     outs=in_git("data/models/${key}/qta"),
 ))
 register_stage(StageTemplate(
-    name="qta_evaluate", order=62, costly=True, foreach="${qta.runs}",
+    name="qta_evaluate", order=62, foreach="${qta.runs}",
     desc="QTA evaluation grid (qta.grid: dense, QTA, zero-shot QTA ...) on the run's test queries, "
          "paired tests vs dense",
     cmd=f"toolret evaluate-grid {_RUN} --grid qta.grid --docs ${{item.docs}} --out data/runs/${{key}}/qta",

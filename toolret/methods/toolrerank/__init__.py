@@ -9,8 +9,9 @@ Registers (see :mod:`toolret.registry`):
   ``dense+ce-topM`` (another first stage: compose, e.g. ``bm25+toolrerank-ce``, and set
   ``toolrerank.first_stage`` to match: it mines the training negatives and feeds the dev grid);
 - the ``toolrerank:`` params section (:class:`config.ToolRerankSection`) and its stages: training on
-  ``toolrerank.train_dataset`` (costly) and the evaluation grid (``toolrerank.ablations``) on every
-  dataset of ``toolrerank_datasets``.
+  ``toolrerank.train_dataset`` (costly; the artifact is kept in git), and on every dataset of
+  ``toolrerank_datasets`` the ``toolrerank`` pipeline's index / evaluation and the evaluation grid
+  (``toolrerank.ablations``, costly: ``make paper``).
 
 The trained artifact lives in ``data/models/<train dataset>/toolrerank``; every component trains it
 when it is absent (``fit``), so ``toolret evaluate --dataset D --method toolrerank`` works from a fresh
@@ -118,7 +119,7 @@ _TRAIN_PARAMS = tuple(f"toolrerank.{k}" for k in TrainingConfig.model_fields) + 
 _ARTIFACT = "data/models/${toolrerank.train_dataset}/toolrerank"
 
 register_stage(StageTemplate(
-    name="toolrerank_train", order=32, costly=True, only_if="toolrerank_datasets",
+    name="toolrerank_train", order=32, costly=True, trains=True, only_if="toolrerank_datasets",
     desc="ToolRerank artifact: cross-encoder trained on the train split (gold + first-stage hard negatives + "
          "in-batch or random negatives), query-type classifier, m_s/m_u/tau_s/tau_m/n selected on the dev split",
     cmd="toolret fit --method toolrerank-ce --catalog data/curated/${toolrerank.train_dataset} --out " + _ARTIFACT,
@@ -126,13 +127,31 @@ register_stage(StageTemplate(
     deps=("data/curated/${toolrerank.train_dataset}",), params=_TRAIN_PARAMS, outs=in_git(_ARTIFACT),
 ))
 register_stage(StageTemplate(
-    name="toolrerank_evaluate", order=62, foreach="${toolrerank_datasets}",
-    desc="ToolRerank, Rerank-10/30/50, the first stage, BM25 and every ablation on the test split "
-         "(toolrerank.ablations, paired tests vs their baselines)",
-    cmd="toolret evaluate-grid --catalog data/curated/${item} --grid toolrerank.ablations "
+    name="index_toolrerank", order=53, foreach="${toolrerank_datasets}",
+    desc="ToolRerank saved pipeline (dense first stage + the trained reranker, original documents)",
+    cmd="toolret index --catalog data/curated/${item} --method toolrerank --docs original "
+        "--out data/indexes/${item}/toolrerank",
+    entry="toolret.cli:cmd_index", components=("toolrerank",),
+    deps=("data/curated/${item}", _ARTIFACT), params=("toolrerank", "dense"),
+    outs=("data/indexes/${item}/toolrerank",),
+))
+register_stage(StageTemplate(
+    name="evaluate_toolrerank", order=62, foreach="${toolrerank_datasets}",
+    desc="ToolRerank evaluated on the test split (metrics, bootstrap CIs, per-query table)",
+    cmd="toolret evaluate-index --catalog data/curated/${item} --index data/indexes/${item}/toolrerank "
         "--out data/runs/${item}/toolrerank",
+    entry="toolret.cli:cmd_evaluate_index", components=("toolrerank",),
+    deps=("data/curated/${item}", "data/indexes/${item}/toolrerank"), params=("evaluation",),
+    outs=("data/runs/${item}/toolrerank",),
+))
+register_stage(StageTemplate(
+    name="toolrerank_ablations", order=63, costly=True, foreach="${toolrerank_datasets}",
+    desc="ToolRerank, Rerank-10/30/50, the first stage, BM25 and every ablation on the test split "
+         "(toolrerank.ablations, paired tests vs their baselines; cross-encoder scores shared by the rows)",
+    cmd="toolret evaluate-grid --catalog data/curated/${item} --grid toolrerank.ablations "
+        "--out data/runs/${item}/toolrerank-ablations",
     entry="toolret.cli:cmd_evaluate_grid",
     components=("toolrerank", *(f"rerank-{m}" for m in RERANK_M), "bm25"),
     deps=("data/curated/${item}", _ARTIFACT), params=("toolrerank", "dense", "bm25", "evaluation"),
-    outs=("data/runs/${item}/toolrerank",),
+    outs=("data/runs/${item}/toolrerank-ablations",),
 ))
