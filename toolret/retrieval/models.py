@@ -57,6 +57,18 @@ def adapter_base(folder: str | Path) -> str:
     return json.loads((Path(folder) / ADAPTER_CONFIG).read_text(encoding="utf-8"))["base_model_name_or_path"]
 
 
+def merge_adapters(model) -> int:
+    """Fold every loaded LoRA adapter into its base weights for inference (same outputs, no extra matmuls
+    per layer); returns how many layers were merged. Training a merged model is not supported."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    layers = [m for m in model.modules() if isinstance(m, BaseTunerLayer)]
+    for layer in layers:
+        if not layer.merged:
+            layer.merge()
+    return len(layers)
+
+
 def store_adapter_half(folder: str | Path) -> None:
     """Rewrite a saved adapter's weights in float16 (half the bytes in git; peft casts them back to the
     model's dtype on load, and LoRA deltas lose nothing measurable at 16 bits)."""
@@ -91,6 +103,7 @@ def load_sentence_transformer(name_or_path: str, device: str = "cpu", max_seq_le
     if is_adapter(folder):
         model = load_sentence_transformer(adapter_base(folder), device, max_seq_length)
         model.load_adapter(str(folder))
+        merge_adapters(model)
         return model
     model = SentenceTransformer(str(folder), device=device)
     if max_seq_length:

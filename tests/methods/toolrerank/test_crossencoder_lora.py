@@ -44,6 +44,15 @@ def test_lora_cross_encoder_is_small_reloads_exactly_and_learns(tmp_path):
     np.testing.assert_allclose(pos, again, rtol=1e-5)  # the trained head is in the adapter, not re-drawn
     assert (pos > neg).mean() >= 0.9, (pos, neg)
 
+    # loading folds the adapter into the base weights: the same scores as the adapter kept apart
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    apart = load_cross_encoder("all-MiniLM-L6-v2", 32, new_head=True)
+    apart.load_adapter(str(folder))
+    assert not any(m.merged for m in apart.modules() if isinstance(m, BaseTunerLayer))
+    assert all(m.merged for m in model.modules() if isinstance(m, BaseTunerLayer))
+    np.testing.assert_allclose(apart.predict([(q, p) for q, p, _ in rows]), pos, rtol=1e-4, atol=1e-5)
+
 
 def test_full_method_trains_no_adapter(tmp_path):
     rows = _rows()[:4]

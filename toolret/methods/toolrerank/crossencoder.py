@@ -92,12 +92,13 @@ def load_cross_encoder(folder: str | Path, max_length: int, device: str = "cpu",
     saved LoRA adapter folder loads its base encoder with the adapter and the trained head."""
     from sentence_transformers.cross_encoder import CrossEncoder
 
-    from toolret.retrieval.models import adapter_base, is_adapter, offline, resolve_encoder
+    from toolret.retrieval.models import adapter_base, is_adapter, merge_adapters, offline, resolve_encoder
 
     offline()
     if not new_head and is_adapter(folder):
         model = load_cross_encoder(adapter_base(folder), max_length, device, new_head=True)
         model.load_adapter(str(folder))
+        merge_adapters(model)
         return model
     path = resolve_encoder(str(folder)) if new_head else Path(folder)
     kwargs: dict[str, Any] = {"num_labels": 1} if new_head else {}
