@@ -94,16 +94,19 @@ def test_report_artifacts_are_utf8_with_a_legend(results: list[Path], tmp_path: 
     text = html.decode("utf-8")
     assert "Legend" in text and "▲" in text and "▼" in text and "(ref)" in text and "Holm" in text
     md = Path(client.download_artifacts(report["run_id"], "report/comparison.md", str(out))).read_bytes()
-    assert md.startswith("\ufeff".encode())  # the UTF-8 byte order mark declares the encoding
-    md_text = md.decode("utf-8-sig")
+    csv = Path(client.download_artifacts(report["run_id"], "report/comparison.csv", str(out))).read_bytes()
+    for raw in (md, csv):  # plain UTF-8: no byte order mark in front of the markdown title / CSV header
+        assert not raw.startswith(b"\xef\xbb\xbf")
+    assert md.startswith(b"# toy") and csv.startswith(b"system,")
+    md_text = md.decode("utf-8")
     assert "Legend" in md_text and "p (Holm)" in md_text
     header = next(line for line in md_text.splitlines() if line.startswith("| system"))
     assert header.index("recall@3") < header.index("recall@5") < header.index("recall@10")
     sig = json.loads(Path(client.download_artifacts(report["run_id"], "report/significance.json", str(out)))
                      .read_text(encoding="utf-8"))
     assert sig["tests"] and all(t["p_holm"] >= t["p_value"] for t in sig["tests"])
-    metrics = client.get_run(report["run_id"]).data.metrics
-    assert "sys-a.original/recall_at_5_p_holm" in metrics and "sys-a.original/recall_at_5_p_value" in metrics
+    sig_csv = Path(client.download_artifacts(report["run_id"], "report/significance.csv", str(out))).read_text()
+    assert "p_holm" in sig_csv.splitlines()[0]  # the p-values live in the artifacts, not as run metrics
 
 
 def test_comparison_run_is_reused_for_the_same_results(results: list[Path], tmp_path: Path) -> None:
@@ -124,3 +127,89 @@ def test_comparison_run_is_reused_for_the_same_results(results: list[Path], tmp_
     assert set(runs) == {first["run_id"], third["run_id"]}
     assert runs[first["run_id"]]["toolret.superseded_by"] == third["run_id"]
     assert runs[third["run_id"]]["toolret.current"] == "true"
+
+
+def test_identical_systems_are_collapsed_before_testing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`dense[baseline]` repeats dense and `sys-a[full]` repeats sys-a query for query: each pair is one row and
+    one test, so Holm multiplies sys-a's raw p 0.01 by the 2 distinct comparisons (bm25, sys-a), not by 4."""
+    import toolret.metrics
+    from toolret.tracking import compare_results
+
+    hits = {"bm25": 9, "dense": 15, "dense[baseline]": 15, "sys-a": 18, "sys-a[full]": 18}
+    results = [write_result(tmp_path / m, m, "original", _hits(k)) for m, k in hits.items()]
+    raw = {9: 0.9, 15: 0.5, 18: 0.01}  # by the tested system's number of hits
+
+    def fake_test(a, b, method="randomization", n_samples=0, seed=0):
+        return {"method": method, "p_value": raw[int(np.sum(a))], "mean_diff": float(np.mean(a) - np.mean(b)),
+                "n": len(a)}
+
+    monkeypatch.setattr(toolret.metrics, "paired_test", fake_test)
+    cmp = compare_results("toy", results, metrics=["recall@5"])
+    assert [s.label for s in cmp.systems] == ["bm25/original", "dense/original", "sys-a/original"]
+    assert {s.label: s.same_as for s in cmp.systems if s.same_as} == {
+        "dense/original": ["dense[baseline]/original"], "sys-a/original": ["sys-a[full]/original"]}
+    tests = {t["system"]: t for t in cmp.tests}
+    assert set(tests) == {"bm25/original", "sys-a/original"}  # the copy of the reference is not tested
+    assert tests["sys-a/original"]["p_holm"] == pytest.approx(0.02)
+    assert "dense/original = dense[baseline]/original" in cmp.markdown()
+
+
+def test_a_system_without_per_query_results_is_never_merged(tmp_path: Path) -> None:
+    from toolret.tracking import compare_results
+
+    a = write_result(tmp_path / "a", "sys-a", "original", _hits(10))
+    b = write_result(tmp_path / "b", "sys-b", "original", _hits(10))
+    (tmp_path / "b" / "original.per_query.jsonl").unlink()  # same means, but nothing says the queries agree
+    cmp = compare_results("toy", [a, b], metrics=["recall@5"])
+    assert [s.label for s in cmp.systems] == ["sys-a/original", "sys-b/original"]
+
+
+def _many_systems(tmp_path: Path, n: int) -> list[Path]:
+    rng = np.random.default_rng(3)
+    return [write_result(tmp_path / "runs" / f"sys-{i:02d}", f"sys-{i:02d}", "original",
+                         per_query(rng, 0.2 + 0.6 * i / n)) for i in range(n)]
+
+
+def test_comparison_run_is_described_in_its_own_experiment_with_few_metrics(tmp_path: Path) -> None:
+    from mlflow import MlflowClient
+
+    from toolret.tracking import log_comparison_report
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    results = _many_systems(tmp_path, 25)  # 25 systems x 6 metrics: 150 values, 144 tests
+    report = log_comparison_report("toy", results, tracking_uri=uri, n_samples=100)
+    client = MlflowClient(uri)
+    run = client.get_run(report["run_id"])
+    assert client.get_experiment(run.info.experiment_id).name == "toolret-comparisons"
+    assert report["experiment_id"] == run.info.experiment_id
+    metrics = run.data.metrics
+    assert len(metrics) <= 60
+    labels = [f"sys-{i:02d}.original" for i in range(25)]
+    assert all(f"{label}/recall_at_5" in metrics for label in labels)  # the headline metric of every system
+    assert metrics["n_systems"] == 25
+    description = run.data.tags["mlflow.note.content"]
+    assert len(description) <= 8000
+    header = next(line for line in description.splitlines() if line.startswith("| system"))
+    assert header == "| system | recall@5 | ndcg@5 | mrr |"
+    assert all(f"| sys-{i:02d}/original |" in description for i in range(25))
+
+
+def test_chart_has_a_labelled_panel_per_headline_metric_and_the_legend_outside(tmp_path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    from toolret.tracking import compare_results
+    from toolret.tracking.comparison import comparison_figure, headline_metrics
+
+    cmp = compare_results("toy", _many_systems(tmp_path, 19), n_samples=100)
+    fig = comparison_figure(cmp)
+    try:
+        fig.canvas.draw()
+        axes = fig.get_axes()
+        assert [ax.get_title() for ax in axes] == headline_metrics(cmp.metrics) == ["recall@5", "ndcg@5", "mrr"]
+        assert [t.get_text() for t in axes[0].get_yticklabels()] == [s.label for s in cmp.systems]
+        renderer = fig.canvas.get_renderer()
+        legend = fig.legends[0].get_window_extent(renderer)
+        assert not any(legend.overlaps(ax.get_window_extent(renderer)) for ax in axes)
+        assert not any(ax.get_legend() for ax in axes)
+    finally:
+        plt.close(fig)

@@ -155,3 +155,32 @@ def test_ci_bounds_are_grouped_and_per_query_table_names_tools(project: Path, ur
     table = json.loads(Path(client.download_artifacts(run_id, "per_query/per_query_table.json", str(tmp_path)))
                        .read_text(encoding="utf-8"))
     assert {"query", "gold_names", "top5_names"} <= set(table["columns"])
+
+
+def test_params_are_only_the_sections_the_method_reads(tmp_path: Path, uri: str) -> None:
+    """The index stage is one template for every method and declares `bm25` and `dense` (as the real
+    dvc.lock does): a bm25 run carries no `dense.*`, a dense run no `bm25.*`."""
+    from mlflow import MlflowClient
+
+    from toolret.tracking import log_evaluation_run
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "dvc.yaml").write_text("stages: {}\n")
+    both = {"params.yaml": {"bm25": {"k1": 1.2, "b": 0.75}, "dense": {"model": "m", "batch_size": 64}}}
+    lock = {**LOCK, "index@toy-bm25": {**LOCK["index@toy-bm25"], "params": both},
+            "index@toy-dense": {**LOCK["index@toy-dense"], "params": both},
+            "evaluate@toy-dense": {**LOCK["evaluate@toy-bm25"],
+                                   "deps": [{"path": "data/curated/toy", "md5": "cur.dir"},
+                                            {"path": "data/indexes/toy/dense", "md5": "idx2.dir"}],
+                                   "outs": [{"path": "data/runs/toy/dense", "md5": "runs2.dir"}]}}
+    write_lock(project, lock)
+    rng = np.random.default_rng(1)
+    client = MlflowClient(uri)
+    params = {}
+    for method in ("bm25", "dense"):
+        path = write_result(project / f"data/runs/toy/{method}", method, "original", per_query(rng, 0.5))
+        run = client.get_run(log_evaluation_run(path, tracking_uri=uri, project_dir=project))
+        params[method] = {k for k in run.data.params if "." in k and k != "dvc.stages"}
+    assert params["bm25"] == {"evaluation.ks", "bm25.k1", "bm25.b"}
+    assert params["dense"] == {"evaluation.ks", "dense.model", "dense.batch_size"}

@@ -7,12 +7,21 @@ p-values are Holm-adjusted (:func:`holm_adjust`) and a system is marked signific
 when its adjusted p-value is below :data:`ALPHA`; raw and adjusted p-values are both reported.
 Metrics are ordered by family, then by cutoff (``recall@1, @3, @5, @10``; :func:`order_metrics`).
 
+Systems with identical per-query results (the same queries, the same value of every per-query metric
+and the same ranking, e.g. ``dense[baseline]`` = ``dense`` in an ablation grid) are one system: the first
+in report order stands for the others (:attr:`System.same_as`), so each distinct comparison is tested
+once and Holm counts distinct comparisons only (:func:`collapse_identical`).
+
 The report is a table (markdown, CSV, a self-contained UTF-8 HTML page, each with a legend of the
-marks) of means with 95% bootstrap CIs and significance marks, a bar chart, and the tests as JSON.
+marks) of means with 95% bootstrap CIs and significance marks, a chart (one panel per headline
+metric), and the tests as JSON. The MLflow run (:func:`log_comparison_report`) lives in its own
+experiment (:data:`COMPARISON_EXPERIMENT`), carries the headline table as its description and at most
+:data:`MAX_RUN_METRICS` metrics.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tempfile
 import time
@@ -29,6 +38,10 @@ from toolret.tracking.store import (INPUTS_TAG, digest, find_run, get_client, ge
                                     safe_key)
 
 DEFAULT_BASELINES = ("bm25", "dense")
+COMPARISON_EXPERIMENT = "toolret-comparisons"  # comparison runs: one row per dataset, apart from the evaluations
+MAX_RUN_METRICS = 60  # metrics of one comparison run (every number is in its report artifacts)
+DESCRIPTION_LIMIT = 8000  # MLflow's limit on a tag value; the run description is the tag mlflow.note.content
+COMPARISON_FORMAT = "2"  # bump when what a comparison run holds changes
 ALPHA = 0.05
 FAMILY_ORDER = ("recall", "ndcg", "comp", "precision", "mrr")  # metric families first, in this order
 UP, DOWN, REF = "▲", "▼", "(ref)"
@@ -74,10 +87,40 @@ class System:
     docs: str
     result: dict[str, Any]
     per_query: dict[str, dict[str, Any]] = field(default_factory=dict)
+    same_as: list[str] = field(default_factory=list)  # labels of systems with identical per-query results
 
     @property
     def label(self) -> str:
         return f"{self.method}/{self.docs}"
+
+    def signature(self) -> str | None:
+        """A digest of the per-query results (every numeric field and the ranking of every query);
+        ``None`` without per-query results (such a system is never merged with another)."""
+        if not self.per_query:
+            return None
+        rows = []
+        for qid in sorted(self.per_query):
+            row = self.per_query[qid]
+            values = sorted((k, float(v)) for k, v in row.items()
+                            if isinstance(v, (int, float)) and not isinstance(v, bool))
+            rows.append([qid, values, row.get("ranked")])
+        return hashlib.sha256(json.dumps(rows, default=str).encode("utf-8")).hexdigest()
+
+
+def collapse_identical(systems: Sequence[System]) -> list[System]:
+    """One system per distinct per-query result: the first of each group (in the given order) stands for
+    the others, whose labels go to its :attr:`System.same_as`."""
+    kept: list[System] = []
+    by_signature: dict[str, System] = {}
+    for s in systems:
+        sig = s.signature()
+        if sig is not None and sig in by_signature:
+            by_signature[sig].same_as.append(s.label)
+            continue
+        if sig is not None:
+            by_signature[sig] = s
+        kept.append(s)
+    return kept
 
 
 @dataclass
@@ -85,7 +128,7 @@ class Comparison:
     """What :func:`compare_results` found (also what the report renders)."""
 
     dataset: str
-    systems: list[System]
+    systems: list[System]  # distinct systems (identical ones collapsed, see System.same_as)
     metrics: list[str]
     reference: dict[str, str]  # metric -> label of the strongest baseline
     # {"metric", "system", "reference", "test", "p_value", "p_holm", "mean_diff", "n", "significant"}
@@ -123,7 +166,7 @@ class Comparison:
         rows = []
         for s in self.systems:
             row: dict[str, Any] = {"system": s.label, "method": s.method, "docs": s.docs,
-                                   "n_queries": s.result.get("n_queries")}
+                                   "n_queries": s.result.get("n_queries"), "same_as": " ".join(s.same_as)}
             for m in self.metrics:
                 row[m] = s.result["metrics"].get(m)
                 ci = (s.result.get("ci95") or {}).get(m) or [None, None]
@@ -141,7 +184,13 @@ class Comparison:
             f"queries both systems answered (paired by query id), Holm-adjusted p < {ALPHA} "
             "(the tests of one metric form one family).",
             "No mark: not significantly different from the reference after the Holm correction.",
+            "Systems with identical per-query results are one row (tested once, counted once by Holm); "
+            "the others it stands for are listed under the table.",
         ]
+
+    def identical(self) -> list[str]:
+        """``"a/x = b/x = c/x"`` per system that stands for others."""
+        return [" = ".join([s.label, *s.same_as]) for s in self.systems if s.same_as]
 
     def tests_table(self) -> Any:
         """One row per test: metric, system, reference, mean difference, raw and Holm-adjusted p-value."""
@@ -155,13 +204,43 @@ class Comparison:
                             columns=["metric", "system", "reference", "mean_diff", "n", "p_value", "p_holm",
                                      "significant"])
 
-    def markdown(self) -> str:
+    def markdown_table(self, metrics: Sequence[str] | None = None, ci: bool = True,
+                       max_rows: int | None = None) -> list[str]:
+        """The table as markdown lines (``metrics`` columns; cells without CIs when not ``ci``; the first
+        ``max_rows`` systems, then a line saying how many are left out)."""
         table = self.table()
-        cols = ["system", *table.columns]
-        lines = [f"# {self.dataset}: methods x metrics (mean [95% bootstrap CI])", "",
-                 "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-        for label, row in table.iterrows():
-            lines.append("| " + " | ".join([str(label), *[str(row[c]) for c in table.columns]]) + " |")
+        cols = list(metrics) if metrics is not None else list(table.columns)
+        lines = ["| " + " | ".join(["system", *cols]) + " |", "|" + "---|" * (len(cols) + 1)]
+        rows = list(table.iterrows())
+        for label, row in rows[:max_rows]:
+            cells = [str(row[c]) if ci else _without_ci(str(row[c])) for c in cols]
+            lines.append("| " + " | ".join([str(label), *cells]) + " |")
+        if max_rows is not None and len(rows) > max_rows:
+            lines.append(f"| … {len(rows) - max_rows} more systems in report/comparison.md |" + " |" * len(cols))
+        return lines
+
+    def description(self, metrics: Sequence[str] | None = None, limit: int = DESCRIPTION_LIMIT) -> str:
+        """The run description (markdown, at most ``limit`` characters): the headline table with its
+        marks, the identical systems, the legend; CIs or rows are dropped when it would not fit."""
+        metrics = list(metrics or headline_metrics(self.metrics))
+        tail = [""]
+        if self.identical():
+            tail += ["Identical per-query results (one row each):", *[f"- {line}" for line in self.identical()], ""]
+        tail += [*[f"- {line}" for line in self.legend()], "",
+                 "Every metric, the tests with raw and Holm-adjusted p-values: `report/comparison.md`."]
+        head = [f"**{self.dataset}**: {len(self.systems)} distinct systems, mean [95% bootstrap CI]", ""]
+        text = ""
+        for ci, max_rows in [(True, None), (False, None), *((False, n) for n in range(len(self.systems), 0, -1))]:
+            text = "\n".join([*head, *self.markdown_table(metrics, ci=ci, max_rows=max_rows), *tail])
+            if len(text) <= limit:
+                return text
+        return text[:limit]
+
+    def markdown(self) -> str:
+        lines = [f"# {self.dataset}: methods x metrics (mean [95% bootstrap CI])", "", *self.markdown_table()]
+        if self.identical():
+            lines += ["", "Identical per-query results (one row each, tested once):",
+                      *[f"- {line}" for line in self.identical()]]
         lines += ["", "Legend:", *[f"- {line}" for line in self.legend()], ""]
         if self.tests:
             lines += ["## Paired tests vs the reference (raw and Holm-adjusted p-values)", "",
@@ -189,6 +268,12 @@ class Comparison:
                 + (f"<h2>Paired tests vs the reference (raw and Holm-adjusted p-values)</h2>\n{tests}\n"
                    if tests else "")
                 + "</body>\n</html>\n")
+
+
+def _without_ci(cell: str) -> str:
+    """``"0.315 [0.290, 0.341] ▲"`` -> ``"0.315 ▲"``."""
+    head, _, rest = cell.partition(" [")
+    return head + (rest.partition("]")[2] if rest else "")
 
 
 def _load_system(path: Path) -> System:
@@ -223,7 +308,9 @@ def compare_results(
     from toolret.metrics import paired_test
 
     systems = [_load_system(Path(p)) for p in result_paths]
-    systems.sort(key=lambda s: (s.method not in baselines, s.method, s.docs))
+    # baselines first, then plain names before grid rows (`dense` stands for `dense[baseline]`)
+    systems.sort(key=lambda s: (s.method not in baselines, "[" in s.method, s.method, s.docs))
+    systems = collapse_identical(systems)
     if metrics is None:
         common = set.intersection(*(set(k for k, v in s.result["metrics"].items() if isinstance(v, (int, float)))
                                     for s in systems)) if systems else set()
@@ -265,43 +352,103 @@ def headline_metrics(metrics: Sequence[str], k: int = 5) -> list[str]:
     return picked or list(metrics)
 
 
-def plot_comparison(comparison: Comparison, path: str | Path, metrics: Sequence[str] | None = None) -> Path:
-    """Grouped bar chart: metrics on the x axis, one bar per system, 95% CI error bars."""
+STATUS_COLORS = {"reference": "#4d4d4d", "better": "#1a9850", "worse": "#d73027", "n.s.": "#7fa7d1"}
+
+
+def _status(comparison: Comparison, system: System, metric: str) -> str:
+    if comparison.reference.get(metric) == system.label:
+        return "reference"
+    test = next((t for t in comparison.tests if t["system"] == system.label and t["metric"] == metric), None)
+    if test and test["significant"]:
+        return "better" if test["mean_diff"] > 0 else "worse"
+    return "n.s."
+
+
+def comparison_figure(comparison: Comparison, metrics: Sequence[str] | None = None) -> Any:
+    """One panel per metric: a horizontal bar per system (every system named on the shared y axis), 95% CI
+    whiskers, the colour saying reference / significantly better / worse / not significant; the legend
+    below the panels, outside every axes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
-    metrics = list(metrics or comparison.metrics)
-    n = max(len(comparison.systems), 1)
-    width = 0.8 / n
-    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(metrics) * max(1, n / 3)), 4))
-    x = np.arange(len(metrics))
-    for i, s in enumerate(comparison.systems):
-        ys = np.array([float(s.result["metrics"].get(m) or 0.0) for m in metrics])
-        ci = s.result.get("ci95") or {}
-        lo = np.array([ys[j] - (ci.get(m) or [ys[j], ys[j]])[0] for j, m in enumerate(metrics)])
-        hi = np.array([(ci.get(m) or [ys[j], ys[j]])[1] - ys[j] for j, m in enumerate(metrics)])
-        ax.bar(x + (i - (n - 1) / 2) * width, ys, width, yerr=[np.clip(lo, 0, None), np.clip(hi, 0, None)],
-               capsize=2, label=s.label)
-    ax.set_xticks(x)
-    ax.set_xticklabels(metrics, rotation=30, ha="right")
-    ax.set_ylim(0, 1.05)
-    ax.set_ylabel("score")
-    ax.set_title(f"{comparison.dataset}: methods compared (95% CI)")
-    ax.legend(fontsize=8, ncols=2)
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    metrics = list(metrics or headline_metrics(comparison.metrics))
+    systems = comparison.systems
+    n = max(len(systems), 1)
+    longest = max((len(s.label) for s in systems), default=10)
+    fig, axes = plt.subplots(1, len(metrics), sharey=True, squeeze=False,
+                             figsize=(0.08 * longest + 2.6 * len(metrics), 1.6 + 0.32 * n))
+    axes = axes[0]
+    y = np.arange(n)
+    for ax, m in zip(axes, metrics):
+        values = np.array([float(s.result["metrics"].get(m) or 0.0) for s in systems])
+        ci = [(s.result.get("ci95") or {}).get(m) or [v, v] for s, v in zip(systems, values)]
+        err = np.clip(np.array([[v - c[0] for v, c in zip(values, ci)], [c[1] - v for v, c in zip(values, ci)]]),
+                      0, None)
+        colors = [STATUS_COLORS[_status(comparison, s, m)] for s in systems]
+        ax.barh(y, values, xerr=err, color=colors, capsize=2, height=0.7)
+        ax.set_title(m)
+        ax.set_xlim(0, 1.0)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0].set_yticks(y)
+    axes[0].set_yticklabels([s.label for s in systems])
+    axes[0].invert_yaxis()  # report order, top to bottom
+    fig.suptitle(f"{comparison.dataset}: mean and 95% bootstrap CI (tests: paired, Holm-adjusted, vs the reference)")
+    names = {"reference": "reference (strongest baseline)", "better": "significantly better",
+             "worse": "significantly worse", "n.s.": "not significantly different"}
+    handles = [Patch(color=c, label=names[k]) for k, c in STATUS_COLORS.items()]
+    fig.tight_layout(rect=(0, 0.7 / (1.6 + 0.32 * n), 1, 0.97))
+    fig.legend(handles=handles, loc="lower center", ncols=len(handles), frameon=False, bbox_to_anchor=(0.5, 0.0))
+    return fig
+
+
+def plot_comparison(comparison: Comparison, path: str | Path, metrics: Sequence[str] | None = None) -> Path:
+    """:func:`comparison_figure` saved as a PNG."""
+    import matplotlib.pyplot as plt
+
+    fig = comparison_figure(comparison, metrics)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return Path(path)
+
+
+def run_metrics(comparison: Comparison, limit: int = MAX_RUN_METRICS) -> dict[str, float]:
+    """The few numbers a comparison run logs as MLflow metrics (at most ``limit``).
+
+    ``n_results`` / ``n_systems`` (distinct) / ``n_tests``; per headline metric ``n_better/<m>`` and
+    ``n_worse/<m>`` (significant after Holm); then each system's value ``<method>.<docs>/<m>``, headline
+    metric by headline metric, as long as a metric's whole set of systems fits. Every other number
+    (other metrics, CIs, p-values) is in the report artifacts.
+    """
+    from toolret.metrics.names import metric_name_for_mlflow
+
+    headline = headline_metrics(comparison.metrics)
+    out: dict[str, float] = {
+        "n_results": float(sum(1 + len(s.same_as) for s in comparison.systems)),
+        "n_systems": float(len(comparison.systems)),
+        "n_tests": float(len(comparison.tests)),
+    }
+    for m in headline:
+        key = metric_name_for_mlflow(m)
+        family = [t for t in comparison.tests if t["metric"] == m]
+        out[f"n_better/{key}"] = float(sum(t["significant"] and t["mean_diff"] > 0 for t in family))
+        out[f"n_worse/{key}"] = float(sum(t["significant"] and t["mean_diff"] < 0 for t in family))
+    for m in headline:
+        values = {safe_key(f"{s.method}.{s.docs}/{metric_name_for_mlflow(m)}"): float(s.result["metrics"][m])
+                  for s in comparison.systems if isinstance(s.result["metrics"].get(m), (int, float))}
+        if len(out) + len(values) > limit:
+            break
+        out.update(values)
+    return dict(list(out.items())[:limit])
 
 
 def log_comparison_report(
     dataset: str,
     result_paths: Sequence[str | Path],
     tags: dict[str, str] | None = None,
-    experiment: str = "toolret",
+    experiment: str = COMPARISON_EXPERIMENT,
     tracking_uri: str | None = None,
     project_dir: str | Path | None = None,
     baselines: Sequence[str] = DEFAULT_BASELINES,
@@ -318,22 +465,21 @@ def log_comparison_report(
     per-query file plus the settings; the same inputs reuse the run (``tags`` updated), other inputs
     log a new run and mark the previous one superseded.
 
-    The run (named ``<dataset>/comparison``) holds a metric per system and metric
-    (``bm25.original/recall_at_5``) with the raw and Holm-adjusted p-values (``..._p_value``,
-    ``..._p_holm``), the table as ``report/comparison.{md,csv,html}`` (UTF-8, legend included), the
-    numbers as ``report/comparison_numeric.csv``, the tests as ``report/significance.{json,csv}`` and
-    the bar chart as ``plots/comparison.png``.
+    The run (named ``<dataset>/comparison``, in experiment ``experiment``, by default
+    :data:`COMPARISON_EXPERIMENT`) has the headline table as its description
+    (:meth:`Comparison.description`), at most :data:`MAX_RUN_METRICS` metrics (:func:`run_metrics`),
+    the table as ``report/comparison.{md,csv,html}`` (UTF-8 without a byte order mark, legend
+    included), the numbers as ``report/comparison_numeric.csv``, the tests with raw and Holm-adjusted
+    p-values as ``report/significance.{json,csv}`` and the chart as ``plots/comparison.png``.
     """
-    from mlflow.entities import Metric, Param
-
-    from toolret.metrics.names import metric_name_for_mlflow
+    from mlflow.entities import Metric, Param, RunTag
 
     paths = sorted(Path(p) for p in result_paths)
     client = get_client(tracking_uri, project_dir)
     exp_id = get_or_create_experiment(client, experiment)
     identity = {"toolret.kind": "comparison", "toolret.dataset": dataset}
-    inputs = digest({"format": LOG_FORMAT, "baselines": list(baselines), "metrics": list(metrics or []),
-                     "test": test, "n_samples": n_samples, "alpha": ALPHA,
+    inputs = digest({"format": LOG_FORMAT, "comparison_format": COMPARISON_FORMAT, "baselines": list(baselines),
+                     "metrics": list(metrics or []), "test": test, "n_samples": n_samples, "alpha": ALPHA,
                      "results": sorted((sha256_file(p), sha256_file(per_query_path_for(p))
                                         if per_query_path_for(p).is_file() else "") for p in paths)})
     extra_tags = {safe_key(k): str(v) for k, v in (tags or {}).items()}
@@ -345,7 +491,7 @@ def log_comparison_report(
                 client.set_tag(run_id, k, v)
         make_current(client, exp_id, identity, run_id)
         with tempfile.TemporaryDirectory() as tmp:
-            md = Path(client.download_artifacts(run_id, "report/comparison.md", tmp)).read_text(encoding="utf-8-sig")
+            md = Path(client.download_artifacts(run_id, "report/comparison.md", tmp)).read_text(encoding="utf-8")
             sig = json.loads(Path(client.download_artifacts(run_id, "report/significance.json", tmp))
                              .read_text(encoding="utf-8"))
         return {"run_id": run_id, "experiment_id": exp_id, "created": False, "markdown": md,
@@ -364,32 +510,22 @@ def log_comparison_report(
         client.log_batch(run_id, params=[
             Param("dataset", dataset), Param("systems", json.dumps([s.label for s in comparison.systems])[:6000]),
             Param("baselines", json.dumps(list(baselines))), Param("test", test), Param("n_samples", str(n_samples)),
-            Param("alpha", str(ALPHA)), Param("multiple_comparisons", "holm (per metric)")])
+            Param("alpha", str(ALPHA)), Param("multiple_comparisons", "holm (per metric, distinct systems)")])
         now = int(time.time() * 1000)
-        metrics_out = []
-        for s in comparison.systems:
-            for m in comparison.metrics:
-                value = s.result["metrics"].get(m)
-                if isinstance(value, (int, float)):
-                    metrics_out.append(Metric(safe_key(f"{s.method}.{s.docs}/{metric_name_for_mlflow(m)}"),
-                                              float(value), now, 0))
-        for t in comparison.tests:
-            key = safe_key(f"{t['system'].replace('/', '.')}/{metric_name_for_mlflow(t['metric'])}")
-            metrics_out.append(Metric(f"{key}_p_value", float(t["p_value"]), now, 0))
-            metrics_out.append(Metric(f"{key}_p_holm", float(t["p_holm"]), now, 0))
-        for i in range(0, len(metrics_out), 1000):
-            client.log_batch(run_id, metrics=metrics_out[i:i + 1000])
+        client.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in run_metrics(comparison).items()],
+                         tags=[RunTag("mlflow.note.content", comparison.description())])
         with tempfile.TemporaryDirectory() as tmp:
             tmp_path = Path(tmp)
-            # the BOM declares UTF-8 to browsers/editors/Excel opening the downloaded file
-            (tmp_path / "comparison.md").write_text(markdown, encoding="utf-8-sig")
+            (tmp_path / "comparison.md").write_text(markdown, encoding="utf-8")
             (tmp_path / "comparison.html").write_text(comparison.html(), encoding="utf-8")
-            comparison.table().to_csv(tmp_path / "comparison.csv", encoding="utf-8-sig")
+            comparison.table().to_csv(tmp_path / "comparison.csv", encoding="utf-8")
             comparison.numeric_table().to_csv(tmp_path / "comparison_numeric.csv", index=False)
             comparison.tests_table().to_csv(tmp_path / "significance.csv", index=False)
             (tmp_path / "significance.json").write_text(
                 json.dumps({"reference": comparison.reference, "alpha": ALPHA,
-                            "multiple_comparisons": "holm, one family per metric", "legend": comparison.legend(),
+                            "multiple_comparisons": "holm, one family per metric (distinct systems only)",
+                            "identical": {s.label: s.same_as for s in comparison.systems if s.same_as},
+                            "legend": comparison.legend(),
                             "tests": comparison.tests}, indent=2, ensure_ascii=False), encoding="utf-8")
             for name in ("comparison.md", "comparison.csv", "comparison.html", "comparison_numeric.csv",
                          "significance.json", "significance.csv"):
@@ -406,5 +542,6 @@ def log_comparison_report(
             "tests": comparison.tests, "reference": comparison.reference}
 
 
-__all__ = ["ALPHA", "Comparison", "System", "compare_results", "headline_metrics", "holm_adjust",
-           "log_comparison_report", "order_metrics", "plot_comparison"]
+__all__ = ["ALPHA", "COMPARISON_EXPERIMENT", "MAX_RUN_METRICS", "Comparison", "System", "collapse_identical",
+           "compare_results", "comparison_figure", "headline_metrics", "holm_adjust", "log_comparison_report",
+           "order_metrics", "plot_comparison", "run_metrics"]

@@ -194,14 +194,35 @@ def stage_lineage(result_json: str | Path, project_dir: str | Path | None, lock:
     return [stage, *upstream_stages(stage, lock, stop=_is_dataset_prep)]
 
 
+def method_sections(method: str) -> tuple[set[str], set[str]] | None:
+    """``(sections the method's components read, sections any component reads)`` from the registry;
+    ``None`` for a name it cannot parse (then nothing is filtered).
+
+    ``bm25`` -> ``({"bm25"}, {"bm25", "dense", ...})``; a grid row ``dense[baseline]`` is read as ``dense``.
+    """
+    from toolret.registry import components, parse_spec
+
+    try:
+        spec = parse_spec(re.sub(r"\[.*\]$", "", method))
+        own = set(spec.sections())
+    except Exception:  # an unregistered name (a user's own result): keep what the stages declared
+        return None
+    return own, {s for c in components() for s in c.sections}
+
+
 def run_params(result: dict[str, Any], lineage: list[str], lock: dict[str, Any], run_info: dict[str, Any]
                ) -> dict[str, str]:
-    """The params a run logs: the params its DVC stages declared, as ``dvc.lock`` recorded them.
+    """The params a run logs: the params its DVC stages declared, as ``dvc.lock`` recorded them, less the
+    sections of components the method does not use.
 
     A bm25 evaluation logs ``evaluation.*`` (the evaluate stage) and ``bm25.*`` (its index stage), not
-    the whole ``params.yaml``. Without DVC lineage the result's params dump (run info or result
-    provenance) is narrowed to ``evaluation`` and the method's own section.
+    the whole ``params.yaml``, and not ``dense.*`` although the index stage (one template for every
+    method) declares it: the ``bm25`` component reads only ``bm25`` (:func:`method_sections`). Without
+    DVC lineage the result's params dump (run info or result provenance) is narrowed to ``evaluation``
+    and the method's own sections.
     """
+    method = str(result.get("method", ""))
+    sections = method_sections(method)
     declared: dict[str, Any] = {}
     for stage in lineage:
         for key, value in stage_params(stage, lock).items():
@@ -209,9 +230,13 @@ def run_params(result: dict[str, Any], lineage: list[str], lock: dict[str, Any],
     if not lineage:
         dump = ((run_info.get("provenance") or {}).get("params")
                 or (result.get("provenance") or {}).get("params") or {})
-        method = str(result.get("method", ""))
         base = re.split(r"[\[\-]", method)[0]
-        declared = {k: v for k, v in dump.items() if k in ("evaluation", method, base)}
+        declared = {k: v for k, v in dump.items()
+                    if k in ("evaluation", method, base) or (sections is not None and k in sections[0])}
+    if sections is not None:
+        own, component_sections = sections
+        declared = {k: v for k, v in declared.items()
+                    if k.split(".")[0] not in component_sections or k.split(".")[0] in own}
     return {safe_key(k): v for k, v in flatten(declared).items()} if declared else {}
 
 
@@ -406,4 +431,4 @@ def _log_new_run(client: Any, exp_id: str, result_json: Path, result: dict[str, 
 
 __all__ = ["DATASET_PREP_ROOTS", "LOG_FORMAT", "find_result_files", "is_evaluation_result", "load_per_query",
            "load_result", "log_evaluation_run", "metrics_by_k", "per_query_path_for", "plot_metrics_vs_k",
-           "run_params", "stage_lineage"]
+           "method_sections", "run_params", "stage_lineage"]
