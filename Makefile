@@ -76,13 +76,15 @@ test: setup
 	$(BIN)/python -m pytest -q tests
 
 # Dagster + MLflow UIs. The run links in Dagster's report metadata point at this MLflow UI
-# (TOOLRET_MLFLOW_UI_URL); `?workflowType=machine_learning` opens MLflow 3 on the runs tables, not GenAI.
+# (TOOLRET_MLFLOW_UI_URL). MLflow 3 opens an experiment on its GenAI views unless the URL says
+# `workflowType=machine_learning`: toolret.tracking.ui prints the runs table of `toolret` with the
+# headline-metric view (viewStateShareKey) and the comparisons experiment (see its docstring).
 ui: MLFLOW_PORT ?= 5000
 ui: DAGSTER_PORT ?= 3000
 ui: setup
-	@echo "Dagster UI: http://127.0.0.1:$(DAGSTER_PORT)"
-	@echo "MLflow UI:  http://127.0.0.1:$(MLFLOW_PORT)/#/experiments?workflowType=machine_learning"
 	mkdir -p data/mlflow/artifacts
+	@echo "Dagster UI: http://127.0.0.1:$(DAGSTER_PORT)"
+	@$(BIN)/python -m toolret.tracking.ui --ui-url http://127.0.0.1:$(MLFLOW_PORT)
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/data/mlflow/mlflow.db --default-artifact-root $(CURDIR)/data/mlflow/artifacts -h 127.0.0.1 -p $(MLFLOW_PORT) & MLF=$$!; \
 	trap "kill $$MLF" EXIT INT TERM; TOOLRET_MLFLOW_UI_URL=http://127.0.0.1:$(MLFLOW_PORT) $(BIN)/dagster dev -m dagster_project -h 127.0.0.1 -p $(DAGSTER_PORT)
 
