@@ -9,7 +9,7 @@ import dagster as dg
 
 from dagster_project.checks import build_checks
 from dagster_project.dvc_assets import build_dvc_assets, default_project_dir, load_stage_items
-from dagster_project.reports import REPORT_GROUP, build_report_assets
+from dagster_project.reports import REPORT_GROUP, all_report_keys, build_report_assets
 from dagster_project.resources import DEFAULT_MLFLOW_UI, DvcResource, MlflowResource
 from dagster_project.schedules import build_schedules
 from dagster_project.sensors import build_sensors
@@ -33,6 +33,28 @@ def deferred_items(items, root: Path) -> list:
     return [by_name[n] for n in sorted(skipped)]
 
 
+def run_job_description(items, deferred) -> str:
+    """The `toolret_run` description: what it leaves out, every deferred asset by key with the command that
+    produces it (its DVC stage, `dvc repro` running its costly upstream first; a report asset after its
+    evaluation), and `make paper` for all of them."""
+    reports = all_report_keys(items)
+    n_assets = len(items) + len(reports)
+    names = {i.name for i in deferred}
+    lines = []
+    for i in deferred:
+        why = "costly, outputs absent" if i.costly else "downstream of a deferred stage"
+        lines.append(f"- `{i.asset_key.to_user_string()}` ({why}): `dvc repro {i.name}`")
+    for name, key in sorted(reports.items(), key=lambda kv: kv[1].to_user_string()):
+        if name in names:
+            lines.append(f"- `{key.to_user_string()}`: materialize it once `dvc repro {name}` has run")
+    head = ("`make run`: every stage except costly ones (fine-tuning, LLM generation, ablation grids) whose "
+            "outputs are not there yet, and what depends on them.")
+    if not lines:
+        return head + f" Nothing was deferred when the code location loaded ({n_assets} assets)."
+    return "\n".join([head, "", f"Deferred when the code location loaded: {len(lines)} of {n_assets} assets "
+                      "(`make paper`, the `toolret_all` job, produces them all):", "", *lines])
+
+
 def retrain_config(items) -> dict:
     """Run config forcing every training stage (``meta: {trains: true}``) to rerun: its committed artifact is
     up to date for DVC, and the paper protocol retrains it from the data."""
@@ -49,7 +71,7 @@ def build_definitions(project_dir: str | Path | None = None) -> dg.Definitions:
     items = load_stage_items(root)
     reports = build_report_assets(items)
     assets = [*build_dvc_assets(items), *reports]
-    groups = {i.stage for i in items} | ({REPORT_GROUP} if reports else set())
+    stages = {i.stage for i in items} | ({REPORT_GROUP} if reports else set())
     deferred = deferred_items(items, root)
     # `.downstream()`: the report assets of deferred evaluations are deferred too
     run_selection = dg.AssetSelection.all() - dg.AssetSelection.assets(*[i.asset_key for i in deferred]).downstream()
@@ -61,10 +83,8 @@ def build_definitions(project_dir: str | Path | None = None) -> dg.Definitions:
                                               "paper protocol: LLM generation where absent, and every model "
                                               "retrained, committed ones included: `dvc repro --force`)."),
               dg.define_asset_job(RUN_JOB, selection=run_selection,
-                                  description="`make run`: every stage except costly ones (fine-tuning, LLM "
-                                              "generation) whose outputs are not there yet, and what depends on "
-                                              f"them ({len(deferred)} deferred when the code location loaded).")],
-        schedules=build_schedules(groups),
+                                  description=run_job_description(items, deferred))],
+        schedules=build_schedules(stages),
         sensors=build_sensors(items, root),
         resources={
             "dvc": DvcResource(project_dir=str(root)),

@@ -6,9 +6,13 @@ are DVC's), derives each stage's upstream stages from its deps and the other sta
 each stage item in an asset that runs ``dvc repro --single-item <stage>``. DVC records every output
 version in ``dvc.lock``; Dagster adds checks, schedules, sensors, run history and reports.
 
-Asset keys: ``catalog@toollens`` -> ``["catalog", "toollens"]``; matrix items use the matrix
-values in declaration order (``index@mtrb-restbench-bm25`` -> ``["index", "mtrb-restbench", "bm25"]``);
-the group is the stage name.
+Asset keys are ``[<stage>, <label>]``, and the label (the last key part, the only one the asset graph
+shows on a node) names what the item is about: ``<dataset>.<method>`` where both are known
+(``index@mtrb-restbench-bm25`` -> ``["index", "mtrb-restbench.bm25"]``, ``finetune@toollens`` ->
+``["finetune", "toollens.dense-ft"]``), else the item (``catalog@toollens`` -> ``["catalog", "toollens"]``),
+the matrix values joined by ``.`` for other matrices. The method is the data layout's
+(``data/<kind>/<dataset>/<method>``), else the command's ``--method``. The group is the stage name,
+shortened when the asset graph would cut it (:func:`group_name`).
 """
 
 # no `from __future__ import annotations`: Dagster reads the op signatures' annotations at runtime
@@ -27,6 +31,32 @@ from dagster_project.resources import DvcResource
 
 RESULTS_ROOT = "data/runs"  # where evaluate stages write <dataset>/<method>/<docs>.json
 _LAYOUT = re.compile(r"^data/(?:catalogs|curated|models|indexes|runs)/(?P<dataset>[^/]+)(?:/(?P<method>[^/]+))?")
+_CMD_METHOD = re.compile(r"--method[= ](?P<method>[A-Za-z0-9_.+\-\[\]]+)")
+# The asset graph cuts a group name longer than this (Dagster 1.13's collapsed group node: 320 px wide,
+# name at 30 px when zoomed out: floor((320 - 36) / (30 * 0.53)) = 17 characters).
+GROUP_NAME_MAX = 17
+_GROUP_WORDS = {"evaluate": "eval", "ablations": "ablate"}  # used only for names over GROUP_NAME_MAX
+
+
+def group_name(stage: str) -> str:
+    """The asset group of a stage: its name, or when longer than :data:`GROUP_NAME_MAX` its words
+    shortened (``evaluate_toolrerank`` -> ``eval_toolrerank``, ``reinvoke_ablations`` -> ``reinvoke_ablate``)."""
+    if len(stage) <= GROUP_NAME_MAX:
+        return stage
+    short = "_".join(_GROUP_WORDS.get(w, w) for w in stage.split("_"))
+    return short if len(short) <= GROUP_NAME_MAX else short[:GROUP_NAME_MAX]
+
+
+def node_label(facets: Mapping[str, str], values: Sequence[str] = ()) -> str | None:
+    """The last asset-key part: a matrix item's values joined by ``.`` (``toollens.bm25`` for a
+    ``{dataset, method}`` matrix); else ``<item or dataset>.<method>`` when the method is known, else the
+    item or dataset alone; ``None`` if nothing is known (a plain stage keeps the key ``[<stage>]``)."""
+    if values:
+        return ".".join(values)
+    head, method = facets.get("item") or facets.get("dataset"), facets.get("method")
+    if head and method and method != head:
+        return f"{head}.{method}"
+    return head
 
 
 @dataclass(frozen=True)
@@ -161,26 +191,30 @@ def load_stage_items(project_dir: str | Path | None = None) -> list[StageItem]:
                     params.extend(str(p) for p in (d.params or []))
             outs = tuple(_rel(o.def_path, root) for o in s.outs)
             facets: dict[str, str] = {}
+            values: list[str] = []
             if key:
                 gen = generated.get(s.name, {"key": key, "value": key})
                 value = _unwrap(gen["value"])
                 if kinds.get(base) == "MatrixDefinition" and isinstance(value, Mapping):
                     facets.update({k: str(v) for k, v in value.items() if _scalar(v)})
-                    key_path = (base, *[str(v) if _scalar(v) else f"{k}{i}" for i, (k, v) in enumerate(value.items())])
+                    values = [str(v) if _scalar(v) else f"{k}{i}" for i, (k, v) in enumerate(value.items())]
                 else:
                     facets["item"] = str(gen["key"])
                     if str(gen["key"]) in dataset_names:
                         facets["dataset"] = str(gen["key"])
-                    key_path = (base, str(gen["key"]))
-            else:
-                key_path = (base,)
             for o in outs:  # the project's data layout names dataset and method
                 m = _LAYOUT.match(o)
                 if m:
                     facets.setdefault("dataset", m.group("dataset"))
                     if m.group("method"):
                         facets.setdefault("method", m.group("method"))
-            raw.append((s.name, base, key_path, facets, s.cmd if isinstance(s.cmd, str) else " && ".join(s.cmd),
+            cmd_text = s.cmd if isinstance(s.cmd, str) else " && ".join(s.cmd)
+            m = _CMD_METHOD.search(cmd_text)
+            if m and "method" not in facets:  # e.g. `toolret fit --method reinvoke-qgen` (outs elsewhere)
+                facets["method"] = m.group("method")
+            label = node_label(facets, values)
+            key_path = (base, label) if label else (base,)
+            raw.append((s.name, base, key_path, facets, cmd_text,
                         deps, tuple(params), outs, getattr(s, "meta", None) or {},
                         str(_unwrap(getattr(s, "desc", None)) or "").strip()))
     items: list[StageItem] = []
@@ -195,6 +229,10 @@ def load_stage_items(project_dir: str | Path | None = None) -> list[StageItem]:
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:
         raise ValueError(f"DVC stage names collide as Dagster op names: {sorted(dupes)}")
+    keys = [i.key_path for i in items]
+    dupes = {"/".join(k) for k in keys if keys.count(k) > 1}
+    if dupes:
+        raise ValueError(f"DVC stage items collide as Dagster asset keys: {sorted(dupes)}")
     return items
 
 
@@ -289,7 +327,7 @@ def _dvc_asset(item: StageItem, by_name: Mapping[str, StageItem]) -> dg.AssetsDe
         key=item.asset_key,
         deps=[by_name[u].asset_key for u in item.upstream],
         description=describe(item),
-        group_name=item.stage,
+        group_name=group_name(item.stage),
         kinds={"dvc"},
         tags=tags,
         metadata={"dvc/stage": item.name, "dvc/cmd": dg.MetadataValue.text(item.cmd),
@@ -324,9 +362,11 @@ __all__ = [
     "default_project_dir",
     "describe",
     "facet_tags",
+    "group_name",
     "load_params",
     "load_stage_items",
     "materialization_metadata",
+    "node_label",
     "op_name_for",
     "read_results",
 ]

@@ -1,9 +1,8 @@
 """Report assets: log every evaluation result of a dataset, its comparison run and its models to MLflow.
 
-One report asset per stage item that writes evaluation results, ``report/<dataset>/<method>`` (e.g.
-``report/toollens/bm25`` after ``evaluate@toollens-bm25``, ``report/toollens/dense-ft`` after
-``evaluate_ft@toollens``, ``report/toollens/reinvoke`` after ``evaluate_reinvoke@toollens``), each
-depending on that stage only. The report assets of one dataset are one subsettable multi-asset (op
+One report asset per stage item that writes evaluation results, ``report/<dataset>.<method>`` (the
+evaluation's own label: ``report/toollens.bm25`` after ``evaluate@toollens-bm25``,
+``report/toollens.dense-ft`` after ``evaluate_ft@toollens``), each depending on that stage only. The report assets of one dataset are one subsettable multi-asset (op
 ``report__<dataset>``): a run materializes the ones selected, in one step, and then
 
 * logs one MLflow run per evaluation result of the selected stages (only files with a ``metrics``
@@ -43,19 +42,19 @@ def result_files(project_dir: str | Path, items: Sequence[StageItem]) -> list[Pa
 
 
 def report_keys(dataset: str, items: Sequence[StageItem]) -> dict[str, dg.AssetKey]:
-    """``{stage item name: report asset key}``: ``report/<dataset>/<the item's key without stage and dataset>``,
-    or ``.../<method>`` when that is empty (``evaluate_ft@ds`` -> ``report/ds/dense-ft``); the stage
-    name is kept where two items would otherwise share a key."""
-    def rest(item: StageItem) -> tuple[str, ...]:
-        parts = tuple(p for p in item.key_path[1:] if p != dataset)
-        return parts or (item.method or item.stage,)
+    """``{stage item name: report asset key}``: ``report/<the item's label>`` (the last part of its key,
+    ``<dataset>.<method>``: ``evaluate_ft@ds`` -> ``report/ds.dense-ft``); ``report/<stage>/<label>``
+    where two items of the dataset share a label, so the visible label still names dataset and method."""
+    def label(item: StageItem) -> str:
+        last = item.key_path[-1] if len(item.key_path) > 1 else item.stage
+        return last if dataset in last else f"{dataset}.{item.method or last}"
 
-    short = {i.name: rest(i) for i in items}
-    counts: dict[tuple[str, ...], int] = {}
-    for parts in short.values():
-        counts[parts] = counts.get(parts, 0) + 1
-    return {i.name: dg.AssetKey([REPORT_GROUP, dataset, *(short[i.name] if counts[short[i.name]] == 1
-                                                          else (i.stage, *short[i.name]))])
+    labels = {i.name: label(i) for i in items}
+    counts: dict[str, int] = {}
+    for value in labels.values():
+        counts[value] = counts.get(value, 0) + 1
+    return {i.name: dg.AssetKey([REPORT_GROUP, labels[i.name]] if counts[labels[i.name]] == 1
+                                else [REPORT_GROUP, i.stage, labels[i.name]])
             for i in items}
 
 
@@ -142,7 +141,8 @@ def _report_asset(dataset: str, upstream: Sequence[StageItem], by_name: Mapping[
             "dataset": dataset,
             "mlflow/tracking_uri": mlflow.uri(),
             "mlflow/experiment": mlflow.experiment,
-            "mlflow/comparison_run": dg.MetadataValue.url(mlflow.run_url(report["run_id"], exp_id)),
+            "mlflow/comparison_experiment": mlflow.comparison_experiment,
+            "mlflow/comparison_run": dg.MetadataValue.url(mlflow.run_url(report["run_id"], report["experiment_id"])),
             "mlflow/comparison_run_id": report["run_id"],
             "n_results_compared": len(everything),
             "n_significant_tests": sum(1 for t in report["tests"] if t["significant"]),
@@ -155,14 +155,23 @@ def _report_asset(dataset: str, upstream: Sequence[StageItem], by_name: Mapping[
     return _report
 
 
-def build_report_assets(items: Sequence[StageItem]) -> list[dg.AssetsDefinition]:
-    """One report multi-asset per dataset that has evaluation stages (one asset per such stage)."""
-    by_name = {i.name: i for i in items}
+def _report_items(items: Sequence[StageItem]) -> dict[str, list[StageItem]]:
     by_dataset: dict[str, list[StageItem]] = {}
     for item in items:
         if item.result_dirs and item.dataset:
             by_dataset.setdefault(item.dataset, []).append(item)
-    return [_report_asset(ds, ups, by_name) for ds, ups in by_dataset.items()]
+    return by_dataset
 
 
-__all__ = ["REPORT_GROUP", "build_report_assets", "report_keys", "result_files"]
+def all_report_keys(items: Sequence[StageItem]) -> dict[str, dg.AssetKey]:
+    """``{evaluation stage item name: its report asset key}`` over every dataset."""
+    return {name: key for ds, ups in _report_items(items).items() for name, key in report_keys(ds, ups).items()}
+
+
+def build_report_assets(items: Sequence[StageItem]) -> list[dg.AssetsDefinition]:
+    """One report multi-asset per dataset that has evaluation stages (one asset per such stage)."""
+    by_name = {i.name: i for i in items}
+    return [_report_asset(ds, ups, by_name) for ds, ups in _report_items(items).items()]
+
+
+__all__ = ["REPORT_GROUP", "all_report_keys", "build_report_assets", "report_keys", "result_files"]

@@ -104,7 +104,9 @@ class MlflowResource(dg.ConfigurableResource):
     Attributes:
         project_dir: the project (for the default store and dvc.lock look-ups).
         tracking_uri: MLflow store; empty = ``$MLFLOW_TRACKING_URI`` or the project's sqlite store.
-        experiment: MLflow experiment name.
+        experiment: MLflow experiment of the evaluation runs.
+        comparison_experiment: MLflow experiment of the per-dataset comparison runs (kept apart, so the
+            evaluation runs table holds one kind of row).
         ui_url: base URL of the MLflow UI, for the run / model-version links in asset metadata
             (default ``$TOOLRET_MLFLOW_UI_URL`` or ``http://127.0.0.1:5000``).
     """
@@ -112,6 +114,7 @@ class MlflowResource(dg.ConfigurableResource):
     project_dir: str
     tracking_uri: str = ""
     experiment: str = "toolret"
+    comparison_experiment: str = "toolret-comparisons"
     ui_url: str = DEFAULT_MLFLOW_UI
 
     def uri(self) -> str:
@@ -142,7 +145,7 @@ class MlflowResource(dg.ConfigurableResource):
                               ) -> dict[str, Any]:
         from toolret.tracking import log_comparison_report
 
-        return log_comparison_report(dataset, result_paths, tags=tags, experiment=self.experiment,
+        return log_comparison_report(dataset, result_paths, tags=tags, experiment=self.comparison_experiment,
                                      tracking_uri=self.uri(), project_dir=self.project_dir)
 
     def register_models(self, dataset: str | None = None) -> list[dict[str, Any]]:

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import dagster as dg
 
-RETRAIN_PREFIXES = ("finetune", "index", "evaluate", "report")  # stage-name prefixes (groups = stage names)
+RETRAIN_PREFIXES = ("finetune", "index", "evaluate", "report")  # stage-name prefixes
 
 
-def retrain_groups(present_groups: set[str]) -> list[str]:
-    """Groups whose stage name starts with a retraining prefix (``index_ft``, ``evaluate_reinvoke`` ...)."""
-    return sorted(g for g in present_groups if g.startswith(RETRAIN_PREFIXES))
+def retrain_groups(present_stages: set[str]) -> list[str]:
+    """The asset groups (:func:`dagster_project.dvc_assets.group_name`) of the stages whose name starts with
+    a retraining prefix (``index_ft``, ``evaluate_reinvoke``, ``evaluate_toolrerank`` -> ``eval_toolrerank``)."""
+    from dagster_project.dvc_assets import group_name
+
+    return sorted({group_name(s) for s in present_stages if s.startswith(RETRAIN_PREFIXES)})
 
 
-def build_schedules(present_groups: set[str]) -> list[dg.ScheduleDefinition]:
-    groups = retrain_groups(present_groups)
+def build_schedules(present_stages: set[str]) -> list[dg.ScheduleDefinition]:
+    groups = retrain_groups(present_stages)
     if not groups:
         return []
     job = dg.define_asset_job(

@@ -2,7 +2,9 @@
 
 It fingerprints each dataset's source folder (``params.yaml: source.root`` resolved against the
 project, plus the ``source.beir`` user catalogues): relative path, size and mtime of every file
-(``MANIFEST.tsv`` included). The cursor keeps the last fingerprints; a changed fingerprint requests a
+(``MANIFEST.tsv`` included), from a stat of each file (``os.scandir``; no file is read). A folder read
+by several datasets (the six ToolBench groups share one; the ``toolbench-env-*`` groups also share the
+12k-file tool environment) is fingerprinted once per tick. The cursor keeps the last fingerprints; a changed fingerprint requests a
 run of that dataset's ``catalog`` asset with ``force: true``: ``source.root`` is a DVC dep of every catalog
 stage, but a user catalogue under ``source.beir`` may live anywhere, outside DVC's deps, and DVC alone would
 call its stage up to date. The first tick only records a baseline; so does a tick with an empty cursor
@@ -13,6 +15,7 @@ call its stage up to date. The first tick only records a baseline; so does a tic
 
 import hashlib
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,17 +27,48 @@ from dagster_project.dvc_assets import StageItem, load_params
 CATALOG_STAGE = "catalog"
 
 
+def _stats(folder: str) -> list[tuple[str, int, int]]:
+    """``(relative path, size, mtime_ns)`` of every file under ``folder``, sorted (symlinked dirs followed)."""
+    out: list[tuple[str, int, int]] = []
+    stack = [("", folder)]
+    while stack:
+        prefix, path = stack.pop()
+        with os.scandir(path) as entries:
+            for e in entries:
+                if e.is_dir():
+                    stack.append((f"{prefix}{e.name}/", e.path))
+                elif e.is_file():
+                    st = e.stat()
+                    out.append((prefix + e.name, st.st_size, st.st_mtime_ns))
+    out.sort()
+    return out
+
+
 def fingerprint(folder: Path) -> str | None:
     """sha256 over ``(relative path, size, mtime_ns)`` of every file under ``folder`` (``None`` if absent)."""
     if not folder.exists():
         return None
+    if folder.is_file():
+        st = folder.stat()
+        files = [(folder.name, st.st_size, st.st_mtime_ns)]
+    else:
+        files = _stats(str(folder))
     h = hashlib.sha256()
-    files = [folder] if folder.is_file() else sorted(p for p in folder.rglob("*") if p.is_file())
-    for p in files:
-        st = p.stat()
-        rel = p.name if p == folder else p.relative_to(folder).as_posix()
-        h.update(f"{rel}\t{st.st_size}\t{st.st_mtime_ns}\n".encode())
+    for rel, size, mtime in files:
+        h.update(f"{rel}\t{size}\t{mtime}\n".encode())
     return h.hexdigest()
+
+
+def fingerprints(sources: dict[str, tuple[Path, ...]]) -> dict[str, str]:
+    """``{dataset: fingerprint of its folders}`` (datasets with a missing folder left out), each distinct
+    folder fingerprinted once."""
+    memo: dict[Path, str | None] = {}
+    out: dict[str, str] = {}
+    for ds, folders in sources.items():
+        fps = [memo[f] if f in memo else memo.setdefault(f, fingerprint(f)) for f in folders]
+        if None not in fps:
+            out[ds] = "+".join(fps)  # type: ignore[arg-type]
+    return out
 
 
 def dataset_sources(project_dir: str | Path, datasets: Sequence[str]) -> dict[str, tuple[Path, ...]]:
@@ -70,8 +104,7 @@ def build_sensors(items: Sequence[StageItem], project_dir: str | Path) -> list[d
         description="Rebuild a dataset's catalog when its raw source files change (size/mtime fingerprint).",
     )
     def raw_data_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
-        current = {ds: "+".join(fps) for ds, folders in dataset_sources(project_dir, list(catalogs)).items()
-                   if None not in (fps := [fingerprint(f) for f in folders])}
+        current = fingerprints(dataset_sources(project_dir, list(catalogs)))
         try:
             previous: Any = json.loads(context.cursor) if context.cursor else None
         except ValueError:
@@ -97,4 +130,4 @@ def build_sensors(items: Sequence[StageItem], project_dir: str | Path) -> list[d
     return [raw_data_sensor]
 
 
-__all__ = ["build_sensors", "dataset_sources", "fingerprint"]
+__all__ = ["build_sensors", "dataset_sources", "fingerprint", "fingerprints"]

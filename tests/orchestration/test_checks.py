@@ -103,7 +103,7 @@ def test_dense_ft_quality_gate_warns_without_blocking(tmp_path: Path) -> None:
     project = make_dvc_project(tmp_path / "p", dvc_yaml, {}, copy_code=False)
     (project / "write_result.py").write_text(WRITE_RESULT)
     defs = build_definitions(project)
-    ft, dense = K(["evaluate_ft", "fx"]), K(["evaluate", "fx", "dense"])
+    ft, dense = K(["evaluate_ft", "fx.dense-ft"]), K(["evaluate", "fx.dense"])
     assert dg.AssetCheckKey(ft, "not_worse_than_dense") in defs.resolve_asset_graph().asset_check_keys
     result = defs.resolve_job_def(ALL_JOB).execute_in_process(
         instance=dg.DagsterInstance.ephemeral(), asset_selection=[ft, dense])

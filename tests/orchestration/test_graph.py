@@ -43,22 +43,49 @@ def test_real_dvc_yaml_graph() -> None:
     graph = build_definitions(REPO).resolve_asset_graph()
     keys = graph.get_all_asset_keys()
     assert K(["catalog", "toollens"]) in keys
-    assert K(["index", "mtrb-restbench", "bm25"]) in keys  # matrix values, not a split on "-"
-    assert graph.get(K(["evaluate", "toollens", "bm25"])).parent_keys == {
-        K(["index", "toollens", "bm25"]), K(["clean", "toollens"])}
+    assert K(["index", "mtrb-restbench.bm25"]) in keys  # matrix values, not a split on "-"
+    assert graph.get(K(["evaluate", "toollens.bm25"])).parent_keys == {
+        K(["index", "toollens.bm25"]), K(["clean", "toollens"])}
     assert graph.get(K(["clean", "toollens"])).parent_keys == {K(["catalog", "toollens"])}
-    assert graph.get(K(["index", "toollens", "bm25"])).parent_keys == {K(["clean", "toollens"])}
+    assert graph.get(K(["index", "toollens.bm25"])).parent_keys == {K(["clean", "toollens"])}
     assert graph.get(K(["catalog", "toollens"])).parent_keys == set()
     if "toollens" in params.get("finetune_datasets", []):
-        assert graph.get(K(["index_ft", "toollens"])).parent_keys == {
-            K(["clean", "toollens"]), K(["finetune", "toollens"])}
-        assert graph.get(K(["report", "toollens", "dense-ft"])).parent_keys == {K(["evaluate_ft", "toollens"])}
+        assert graph.get(K(["index_ft", "toollens.dense-ft"])).parent_keys == {
+            K(["clean", "toollens"]), K(["finetune", "toollens.dense-ft"])}
+        assert graph.get(K(["report", "toollens.dense-ft"])).parent_keys == {K(["evaluate_ft", "toollens.dense-ft"])}
     for m in params["methods"]:  # a report asset per evaluation stage, depending on that stage only
-        assert graph.get(K(["report", "toollens", m])).parent_keys == {K(["evaluate", "toollens", m])}
-    assert graph.get(K(["evaluate", "toollens", "bm25"])).group_name == "evaluate"
+        assert graph.get(K(["report", f"toollens.{m}"])).parent_keys == {K(["evaluate", f"toollens.{m}"])}
+    assert graph.get(K(["evaluate", "toollens.bm25"])).group_name == "evaluate"
     n_items = len(items)
     n_reports = len([i for i in items if i.result_dirs and i.dataset])
     assert len(keys) == n_items + n_reports
+
+
+def test_node_labels_name_dataset_and_method_and_groups_fit() -> None:
+    """The asset graph shows a node's last key part only (and cuts it past 31 characters in the middle),
+    a collapsed group's name up to 17 characters: no group holds two nodes with the same label, a label
+    names the item's dataset and method, a group name is not cut."""
+    from dagster_project.dvc_assets import GROUP_NAME_MAX
+
+    items = load_stage_items(REPO)
+    graph = build_definitions(REPO).resolve_asset_graph()
+    by_key = {i.asset_key: i for i in items}
+    by_name = {i.name: i for i in items}
+    labels: dict[str, list[str]] = {}
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        labels.setdefault(node.group_name, []).append(key.path[-1])
+        assert len(node.group_name) <= GROUP_NAME_MAX, node.group_name
+        item = by_key.get(key) or by_name[node.metadata["dvc/stage"]]  # a report: its evaluation's facets
+        facets = item.facets
+        for facet in ("dataset", "method"):
+            if facets.get(facet):
+                assert facets[facet] in key.path[-1], (key, facet)
+    assert all(len(set(v)) == len(v) for v in labels.values()), {g: v for g, v in labels.items()
+                                                                  if len(set(v)) != len(v)}
+    groups = {i.stage: graph.get(i.asset_key).group_name for i in items}
+    assert len(set(groups.values())) == len(groups)  # shortening never merges two stages
+    assert groups["evaluate"] == "evaluate" and groups.get("reinvoke_ablations", "reinvoke_ablate") == "reinvoke_ablate"
 
 
 def test_every_data_dep_is_produced_by_a_stage() -> None:
@@ -78,7 +105,7 @@ def test_checks_schedule_sensor_job_present() -> None:
     assert dg.AssetCheckKey(K(["clean", "toollens"]), "catalog_valid") in check_keys
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     if "toollens" in params.get("finetune_datasets", []) and "dense" in params["methods"]:
-        assert dg.AssetCheckKey(K(["evaluate_ft", "toollens"]), "not_worse_than_dense") in check_keys
+        assert dg.AssetCheckKey(K(["evaluate_ft", "toollens.dense-ft"]), "not_worse_than_dense") in check_keys
     schedule = defs.resolve_schedule_def("weekly_retrain")
     assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
     sensor = defs.resolve_sensor_def("raw_data_sensor")
@@ -121,7 +148,7 @@ def test_hand_written_foreach_matrix_plain(tmp_path: Path) -> None:
     items = {i.name: i for i in load_stage_items(tmp_path)}
     assert set(items) == {"prepare@x-1", "prepare@y", "train@x-1-a-b", "train@x-1-c", "train@y-a-b",
                           "train@y-c", "summary"}
-    assert items["train@x-1-a-b"].key_path == ("train", "x-1", "a-b")
+    assert items["train@x-1-a-b"].key_path == ("train", "x-1.a-b")
     assert items["train@x-1-a-b"].facets == {"item": "x-1", "model": "a-b"}
     assert items["train@x-1-a-b"].upstream == ("prepare@x-1",)
     assert items["train@x-1-a-b"].params == ("lr",)
@@ -131,7 +158,7 @@ def test_hand_written_foreach_matrix_plain(tmp_path: Path) -> None:
     assert op_name_for("train@x-1-a-b") == "dvc__train__x_1_a_b"
     defs = build_definitions(tmp_path)
     graph = defs.resolve_asset_graph()
-    assert graph.get(K(["summary"])).parent_keys == {K(["train", a, b]) for a in ("x-1", "y") for b in ("a-b", "c")}
+    assert graph.get(K(["summary"])).parent_keys == {K(["train", f"{a}.{b}"]) for a in ("x-1", "y") for b in ("a-b", "c")}
 
 
 def test_hand_written_pipeline_materializes(tmp_path: Path) -> None:

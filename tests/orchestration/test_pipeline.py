@@ -15,8 +15,8 @@ def test_run_succeeded_and_every_asset_materialized(pipeline) -> None:
     assert pipeline.result.success, [str(e.event_specific_data.error)
                                      for e in pipeline.result.all_events if e.event_type_value == "STEP_FAILURE"]
     materialized = {m.asset_key for m in pipeline.result.get_asset_materialization_events()}
-    assert materialized == {K(["catalog", "fixture"]), K(["clean", "fixture"]), K(["index", "fixture", "bm25"]),
-                            K(["evaluate", "fixture", "bm25"]), K(["report", "fixture", "bm25"])}
+    assert materialized == {K(["catalog", "fixture"]), K(["clean", "fixture"]), K(["index", "fixture.bm25"]),
+                            K(["evaluate", "fixture.bm25"]), K(["report", "fixture.bm25"])}
 
 
 def test_artifacts_exist(pipeline) -> None:
@@ -45,7 +45,7 @@ def test_dvc_lock_records_every_stage(pipeline) -> None:
         outs = lock["stages"][name]["outs"]
         assert outs and all(o["md5"].endswith(".dir") for o in outs)
     mats = {m.asset_key: m.materialization for m in pipeline.result.get_asset_materialization_events()}
-    md = mats[K(["evaluate", "fixture", "bm25"])].metadata
+    md = mats[K(["evaluate", "fixture.bm25"])].metadata
     assert md["dvc/md5/data/runs/fixture/bm25"].value == lock["stages"]["evaluate@fixture-bm25"]["outs"][0]["md5"]
     assert 0.0 <= md["original/recall@5"].value <= 1.0  # headline metrics from the result JSONs
     assert md["original/n_queries"].value == 20
@@ -71,7 +71,8 @@ def test_mlflow_runs_logged(pipeline) -> None:
     assert exp is not None
     runs = client.search_runs([exp.experiment_id])
     evals = [r for r in runs if r.data.tags.get("toolret.kind") == "evaluation"]
-    comps = [r for r in runs if r.data.tags.get("toolret.kind") == "comparison"]
+    assert not [r for r in runs if r.data.tags.get("toolret.kind") == "comparison"]  # they have their own
+    comps = client.search_runs([client.get_experiment_by_name("toolret-comparisons").experiment_id])
     assert {r.data.tags["toolret.docs"] for r in evals} == {"original", "cleaned"}
     dagster_run_id = pipeline.result.run_id
     for r in evals:
@@ -105,7 +106,7 @@ def test_rematerialize_is_a_noop_for_dvc(pipeline) -> None:
 
     before = (pipeline.project / "dvc.lock").read_text()
     job = pipeline.defs.resolve_job_def(ALL_JOB)
-    result = job.execute_in_process(instance=pipeline.instance, asset_selection=[K(["index", "fixture", "bm25"])])
+    result = job.execute_in_process(instance=pipeline.instance, asset_selection=[K(["index", "fixture.bm25"])])
     assert result.success
     assert (pipeline.project / "dvc.lock").read_text() == before
 

@@ -98,7 +98,8 @@ def mlflow_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def _report_keys(defs: dg.Definitions, dataset: str) -> list[dg.AssetKey]:
-    return sorted(k for k in defs.resolve_asset_graph().get_all_asset_keys() if k.path[:2] == ["report", dataset])
+    return sorted(k for k in defs.resolve_asset_graph().get_all_asset_keys()
+                  if k.path[0] == "report" and k.path[-1].startswith(f"{dataset}."))
 
 
 def _materialize(defs: dg.Definitions, keys, instance: dg.DagsterInstance | None = None):
@@ -114,7 +115,7 @@ def _runs(uri: str, kind: str) -> list:
     from mlflow import MlflowClient
 
     client = MlflowClient(uri)
-    exp = client.get_experiment_by_name("toolret")
+    exp = client.get_experiment_by_name("toolret-comparisons" if kind == "comparison" else "toolret")
     return [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("toolret.kind") == kind]
 
 
@@ -146,7 +147,7 @@ def test_report_metadata_links_runs_and_registered_models(project: Path, mlflow_
     exp = client.get_experiment_by_name("toolret")
     ft = {(r.data.tags["toolret.method"]): r for r in _runs(mlflow_uri, "evaluation")}["dense-ft"]
 
-    md = mats[K(["report", "fx", "dense-ft"])].metadata
+    md = mats[K(["report", "fx.dense-ft"])].metadata
     assert md["dataset"].value == "fx"
     link = md["mlflow/run/dense-ft/original"]
     assert isinstance(link, dg.UrlMetadataValue)
@@ -162,7 +163,7 @@ def test_report_metadata_links_runs_and_registered_models(project: Path, mlflow_
     assert Path(version.source) == (project / "data/models/fx/dense-ft").resolve()
     assert ft.data.tags["toolret.model.fx.dense-ft"] == f"models:/fx.dense-ft/{version.version}"
     assert md["mlflow/model/fx.dense-ft"].url.endswith(f"/#/models/fx.dense-ft/versions/{version.version}")
-    assert "mlflow/model/fx.dense-ft" not in mats[K(["report", "fx", "bm25"])].metadata  # bm25 used no model
+    assert "mlflow/model/fx.dense-ft" not in mats[K(["report", "fx.bm25"])].metadata  # bm25 used no model
     bm25 = {(r.data.tags["toolret.method"]): r for r in _runs(mlflow_uri, "evaluation")}["bm25"]
     assert not any(k.startswith("toolret.model.") for k in bm25.data.tags)
     # only the params the bm25 stage declared (evaluation + bm25), not the dense/finetune/reinvoke sections
@@ -182,10 +183,10 @@ def test_quick_run_reports_ask_for_no_unmaterialized_upstream(project: Path, mlf
     defs = build_definitions(project)
     graph = defs.resolve_asset_graph()
     instance = dg.DagsterInstance.ephemeral()
-    quick = [K(["evaluate", "fx", "bm25"]), K(["evaluate", "fx", "dense"])]
+    quick = [K(["evaluate", "fx.bm25"]), K(["evaluate", "fx.dense"])]
     assert _materialize(defs, quick, instance).success
     reports = [k for k in _report_keys(defs, "fx") if graph.get(k).parent_keys & set(quick)]
-    assert sorted(reports) == [K(["report", "fx", "bm25"]), K(["report", "fx", "dense"])]
+    assert sorted(reports) == [K(["report", "fx.bm25"]), K(["report", "fx.dense"])]
     selection = set(quick) | set(reports)
     never = {p for k in reports for p in graph.get(k).parent_keys - selection
              if graph.get(p).is_materializable and instance.get_latest_materialization_event(p) is None}
@@ -197,15 +198,15 @@ def test_quick_run_reports_ask_for_no_unmaterialized_upstream(project: Path, mlf
 
 def test_descriptions_come_from_dvc_yaml_desc(project: Path) -> None:
     graph = build_definitions(project).resolve_asset_graph()
-    bm25 = graph.get(K(["evaluate", "fx", "bm25"]))
+    bm25 = graph.get(K(["evaluate", "fx.bm25"]))
     # the desc of dvc.yaml, interpolated by DVC; the command stays visible
     assert bm25.description.startswith("[fx] Scores the bm25 ranking of fx on the test queries.")
     assert bm25.metadata["dvc/cmd"].value == "python write_result.py data/runs/fx/bm25 bm25 0.5"
     assert bm25.metadata["dataset"] == "fx" and bm25.metadata["method"] == "bm25"
-    finetune = graph.get(K(["finetune", "fx"]))  # no desc: the stage and its command, led by the dataset
+    finetune = graph.get(K(["finetune", "fx.dense-ft"]))  # no desc: the stage and its command, led by the dataset
     assert finetune.description.startswith("[fx] ")
     assert "finetune@fx" in finetune.description and "cp weights.bin" in finetune.description
-    report = graph.get(K(["report", "fx", "bm25"]))
+    report = graph.get(K(["report", "fx.bm25"]))
     assert "fx" in report.description.splitlines()[0] and report.metadata["dataset"] == "fx"
 
 
@@ -219,9 +220,21 @@ def test_make_run_job_defers_the_reports_of_deferred_evaluations(tmp_path: Path)
     (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(PARAMS))
     defs = build_definitions(tmp_path)  # nothing materialized: data/models/fx/dense-ft is absent
-    selected = defs.resolve_job_def(RUN_JOB).asset_layer.selected_asset_keys
-    assert {K(["evaluate", "fx", "bm25"]), K(["report", "fx", "bm25"]), K(["report", "fx", "dense"])} <= selected
-    assert not selected & {K(["finetune", "fx"]), K(["evaluate_ft", "fx"]), K(["report", "fx", "dense-ft"])}
+    job = defs.resolve_job_def(RUN_JOB)
+    selected = job.asset_layer.selected_asset_keys
+    assert {K(["evaluate", "fx.bm25"]), K(["report", "fx.bm25"]), K(["report", "fx.dense"])} <= selected
+    deferred = {K(["finetune", "fx.dense-ft"]), K(["evaluate_ft", "fx.dense-ft"]), K(["report", "fx.dense-ft"])}
+    assert not selected & deferred
+    # the description names every deferred asset (and counts them as the selection does) with its command
+    everything = defs.resolve_asset_graph().get_all_asset_keys()
+    assert everything - selected == deferred
+    assert f"{len(deferred)} of {len(everything)} assets" in job.description
+    lines = job.description.splitlines()
+    for key, command in [("finetune/fx.dense-ft", "`dvc repro finetune@fx`"),
+                         ("evaluate_ft/fx.dense-ft", "`dvc repro evaluate_ft@fx`"),
+                         ("report/fx.dense-ft", "`dvc repro evaluate_ft@fx`")]:
+        assert any(f"`{key}`" in line and command in line for line in lines), key
+    assert "`make paper`" in job.description
 
 
 def test_report_keys_name_dataset_and_method_and_never_collide() -> None:
@@ -232,13 +245,13 @@ def test_report_keys_name_dataset_and_method_and_never_collide() -> None:
         return StageItem(name, key_path[0], key_path, {"dataset": "ds", "method": method}, "c", (), (),
                          (f"data/runs/ds/{method}",))
 
-    items = [item("evaluate@ds-bm25", ("evaluate", "ds", "bm25"), "bm25"),
-             item("evaluate@ds-reinvoke", ("evaluate", "ds", "reinvoke"), "reinvoke"),
-             item("evaluate_reinvoke@ds-reinvoke", ("evaluate_reinvoke", "ds", "reinvoke"), "reinvoke"),
-             item("evaluate_ft@ds", ("evaluate_ft", "ds"), "dense-ft")]
+    items = [item("evaluate@ds-bm25", ("evaluate", "ds.bm25"), "bm25"),
+             item("evaluate@ds-reinvoke", ("evaluate", "ds.reinvoke"), "reinvoke"),
+             item("evaluate_reinvoke@ds-reinvoke", ("evaluate_reinvoke", "ds.reinvoke"), "reinvoke"),
+             item("evaluate_ft@ds", ("evaluate_ft", "ds.dense-ft"), "dense-ft")]
     keys = report_keys("ds", items)
-    assert keys["evaluate@ds-bm25"] == K(["report", "ds", "bm25"])
-    assert keys["evaluate_ft@ds"] == K(["report", "ds", "dense-ft"])
-    # two stages evaluating a "reinvoke": the stage name keeps them apart
-    assert keys["evaluate@ds-reinvoke"] == K(["report", "ds", "evaluate", "reinvoke"])
-    assert keys["evaluate_reinvoke@ds-reinvoke"] == K(["report", "ds", "evaluate_reinvoke", "reinvoke"])
+    assert keys["evaluate@ds-bm25"] == K(["report", "ds.bm25"])
+    assert keys["evaluate_ft@ds"] == K(["report", "ds.dense-ft"])
+    # two stages evaluating a "reinvoke": the stage name keeps them apart, the label still names both
+    assert keys["evaluate@ds-reinvoke"] == K(["report", "evaluate", "ds.reinvoke"])
+    assert keys["evaluate_reinvoke@ds-reinvoke"] == K(["report", "evaluate_reinvoke", "ds.reinvoke"])

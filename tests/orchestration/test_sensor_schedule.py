@@ -57,6 +57,28 @@ def test_sensor_requests_catalog_runs_for_changed_sources(tmp_path: Path) -> Non
     assert json.loads(changed.cursor)["fixture"] != json.loads(first.cursor)["fixture"]
 
 
+def test_a_folder_read_by_several_datasets_is_fingerprinted_once_per_tick(tmp_path: Path, monkeypatch) -> None:
+    """Six ToolBench groups read one folder (and the env groups a 12k-file one): a tick stats it once."""
+    import dagster_project.sensors as sensors
+
+    project, source = _project(tmp_path)
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    shared = {f"copy{i}": str(source) for i in range(5)}
+    params.update(datasets=["fixture", "other", *shared], source={**params["source"],
+                                                                  "beir": {**params["source"]["beir"], **shared}})
+    (project / "params.yaml").write_text(yaml.safe_dump(params))
+    (project / "dvc.yaml").write_text(fixture_dvc_yaml(params))
+    sensor = build_definitions(project).resolve_sensor_def("raw_data_sensor")
+    calls: list[Path] = []
+    real = sensors.fingerprint
+    monkeypatch.setattr(sensors, "fingerprint", lambda folder: calls.append(folder) or real(folder))
+    result = sensor(dg.build_sensor_context(instance=dg.DagsterInstance.ephemeral(), cursor=""))
+    cursor = json.loads(result.cursor)
+    assert set(cursor) == {"fixture", "other", *shared}
+    assert {cursor[ds] for ds in ("fixture", *shared)} == {fingerprint(source)}
+    assert sorted(map(str, calls)) == sorted(map(str, {Path(source), Path(params["source"]["beir"]["other"])}))
+
+
 def test_dataset_sources_of_the_real_params() -> None:
     sources = dataset_sources(REPO, ["toollens", "mtrb-restbench", "toolbench-g1-tool", "toolbench-env-g1-tool"])
     assert [p.name for p in sources["toollens"]] == ["toollens"]
@@ -75,9 +97,13 @@ def test_weekly_schedule_targets_training_and_evaluation() -> None:
     assert schedule.cron_schedule == "0 3 * * 1"
     job = defs.resolve_job_def(schedule.job_name)
     keys = job.asset_layer.selected_asset_keys
-    groups = {k.path[0] for k in keys}
+    graph = defs.resolve_asset_graph()
+    groups = {graph.get(k).group_name for k in keys}
     assert {"index", "evaluate", "report"} <= groups
     assert not groups & {"catalog", "clean"}
+    stages = {k.path[0] for k in keys}  # a shortened group (evaluate_toolrerank -> eval_toolrerank) stays in
+    if "evaluate_toolrerank" in {k.path[0] for k in graph.get_all_asset_keys()}:
+        assert "evaluate_toolrerank" in stages
 
 
 def test_empty_cursor_records_a_baseline(tmp_path: Path) -> None:
