@@ -17,7 +17,6 @@ import hashlib
 import subprocess
 
 import pytest
-import yaml
 
 from toolret.stages import ROOT
 
@@ -40,6 +39,13 @@ def _lookup(params: dict, dotted: str):
     return node
 
 
+def _yaml12(text: str):
+    """YAML 1.2 as DVC reads and writes it (PyYAML's 1.1 reads ``1e-07``, which DVC writes, as a string)."""
+    from ruamel.yaml import YAML
+
+    return YAML(typ="safe").load(text)
+
+
 def _tracked_under(path: str, tracked: set[str]) -> list[str]:
     """The git-tracked files an output path covers (itself, or the files of a directory)."""
     return [t for t in tracked if t == path or t.startswith(path.rstrip("/") + "/")]
@@ -54,8 +60,8 @@ def stale_committed_stages() -> dict[str, list[str]]:
     from dvc.repo import Repo
 
     tracked = _git_files()
-    lock = yaml.safe_load((ROOT / "dvc.lock").read_text(encoding="utf-8"))["stages"]
-    params_yaml = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    lock = _yaml12((ROOT / "dvc.lock").read_text(encoding="utf-8"))["stages"]
+    params_yaml = _yaml12((ROOT / "params.yaml").read_text(encoding="utf-8"))
     stages = {s.addressing: s for s in Repo(str(ROOT)).index.stages}
     stale: dict[str, list[str]] = {}
     for name in sorted(set(lock) | set(stages)):
