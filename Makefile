@@ -22,7 +22,7 @@ CACHE_HOME ?= $(or $(TOOLRET_CACHE_HOME),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/
 export TOOLRET_CACHE_HOME := $(CACHE_HOME)
 
 
-.PHONY: setup run paper test ui bench stages clean-runs generate
+.PHONY: setup run paper test test-fast ui bench stages clean-runs generate
 
 setup: $(STAMP) .dvc/config.local $(DAGSTER_HOME)/dagster.yaml
 
@@ -74,6 +74,10 @@ stages: setup
 
 test: setup
 	$(BIN)/python -m pytest -q tests
+
+# the unit tests only (no Dagster / DVC / MLflow / subprocess, no training, no LLM): the inner loop
+test-fast: setup
+	$(BIN)/python -m pytest -q -m unit tests
 
 # Dagster + MLflow UIs. The run links in Dagster's report metadata point at this MLflow UI
 # (TOOLRET_MLFLOW_UI_URL). MLflow 3 opens an experiment on its GenAI views unless the URL says

@@ -22,6 +22,17 @@ if str(FIXTURES) not in sys.path:
 from make_fixture import write_fixture_catalog  # noqa: E402
 
 
+KINDS = ("integration", "slow")  # declared per module (``pytestmark``); every other test is ``unit``
+
+
+def pytest_collection_modifyitems(config, items):
+    """``unit``: a test with neither ``integration`` (Dagster, DVC, MLflow, subprocesses, servers) nor ``slow``
+    (trains a model or runs an LLM) -- ``make test-fast`` runs those."""
+    for item in items:
+        if not any(item.get_closest_marker(k) for k in KINDS):
+            item.add_marker(pytest.mark.unit)
+
+
 @pytest.fixture
 def fixture_catalog_dir(tmp_path: Path) -> Path:
     """A fresh, valid BEIR-layout fixture catalogue (30 tools, 40 train / 20 test queries)."""

@@ -10,7 +10,8 @@ import pytest
 
 from toolret.catalog.source import source_root
 
-pytestmark = pytest.mark.skipif(not source_root().is_dir(), reason="../shared/datasets not present")
+pytestmark = [pytest.mark.skipif(not source_root().is_dir(), reason="../shared/datasets not present"),
+              pytest.mark.integration]
 
 
 def _toolret(*args: str) -> subprocess.CompletedProcess:

@@ -20,6 +20,8 @@ import pytest
 
 from toolret.stages import ROOT
 
+pytestmark = pytest.mark.integration
+
 
 def _md5(path) -> str:
     return hashlib.md5(path.read_bytes()).hexdigest()

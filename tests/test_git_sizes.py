@@ -10,6 +10,8 @@ import pytest
 from toolret.registry import MAX_GIT_FILE_MB
 from toolret.stages import ROOT
 
+pytestmark = pytest.mark.integration
+
 LIMIT = MAX_GIT_FILE_MB * 1024 * 1024
 
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from toolret.config import load_params
 from toolret.stages import ROOT, render_dvc_yaml
+
+pytestmark = pytest.mark.integration
 
 
 def _deps() -> dict[str, list[str]]:

@@ -19,6 +19,8 @@ from toolret.catalog.model import CatalogError
 from toolret.catalog.registry import DATASETS, load_dataset, source_dirs
 from toolret.catalog.source import source_root
 
+pytestmark = pytest.mark.integration
+
 ENV_NAMES = ["toolbench-env-g1-instruction", "toolbench-env-g1-category", "toolbench-env-g1-tool",
              "toolbench-env-g2-instruction", "toolbench-env-g2-category", "toolbench-env-g3-instruction"]
 

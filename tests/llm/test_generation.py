@@ -1,5 +1,9 @@
-from toolret.llm.base import Generator, SamplingParams, group, generate_generations
+import pytest
+
+from toolret.llm.base import Generator, SamplingParams, generate_generations, group
 from toolret.llm.models import model_revision
+
+pytestmark = pytest.mark.slow
 
 PROMPTS = [
     [{"role": "user", "content": "What is the capital of France?"}],

@@ -12,6 +12,8 @@ pytest.importorskip("llama_cpp")
 from toolret.llm.base import SamplingParams, generate_generations  # noqa: E402
 from toolret.llm.engines import build_generator  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 CHATS = [[{"role": "user", "content": "Write one question a user could ask a weather API."}],
          [{"role": "user", "content": "Write one question a user could ask a movie search API."}]]
 

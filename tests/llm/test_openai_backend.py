@@ -22,6 +22,8 @@ from toolret.llm.openai_backend import LLMServerError, OpenAIConfig, OpenAIGener
 
 from _kill9 import kill_after_first_record
 
+pytestmark = pytest.mark.integration
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 MAX_PENDING = 4

@@ -11,6 +11,8 @@ from toolret.llm.shards import ShardStore, StoreFirstGenerator, git_commit, prom
 
 from test_cache import Counting
 
+pytestmark = pytest.mark.integration
+
 PROMPTS = [[{"role": "user", "content": f"Name a {w}:"}] for w in ("color", "fruit", "city")]
 SAMPLING = SamplingParams(max_new_tokens=6, temperature=0.8, top_p=0.95, seed=3, n=2)
 PROV = {"kind": "test", "prompt_template_sha": "x"}

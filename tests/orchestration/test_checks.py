@@ -6,12 +6,15 @@ import json
 from pathlib import Path
 
 import dagster as dg
+import pytest
 import yaml
-
-from orch_helpers import make_dvc_project
 
 from dagster_project.checks import summarize_validation, validate_catalog_dir
 from dagster_project.definitions import ALL_JOB, build_definitions
+
+from orch_helpers import make_dvc_project
+
+pytestmark = pytest.mark.integration
 
 K = dg.AssetKey
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from orch_helpers import BIN, sh
+
+pytestmark = pytest.mark.integration
 
 OUT_DIRS = ["data/catalogs/fixture", "data/curated/fixture", "data/indexes/fixture/bm25", "data/runs/fixture/bm25"]
 

@@ -17,6 +17,8 @@ from orch_helpers import BIN, REPO, env_for
 from dagster_project.definitions import ALL_JOB, RUN_JOB, build_definitions
 from dagster_project.dvc_assets import load_stage_items, op_name_for
 
+pytestmark = pytest.mark.integration
+
 K = dg.AssetKey
 
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import dagster as dg
+import pytest
 import yaml
 
 from orch_helpers import read_json
+
+pytestmark = pytest.mark.integration
 
 K = dg.AssetKey
 STAGES = ["catalog@fixture", "clean@fixture", "index@fixture-bm25", "evaluate@fixture-bm25"]

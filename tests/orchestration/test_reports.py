@@ -19,6 +19,8 @@ from orch_helpers import BIN, make_dvc_project, sh
 
 from dagster_project.definitions import ALL_JOB, build_definitions
 
+pytestmark = pytest.mark.integration
+
 K = dg.AssetKey
 
 WRITE = r'''

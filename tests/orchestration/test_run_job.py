@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from dagster_project.definitions import deferred_items
 from dagster_project.dvc_assets import StageItem
+
+pytestmark = pytest.mark.integration
 
 
 def _item(name, outs, upstream=(), costly=False):

@@ -7,12 +7,15 @@ import os
 from pathlib import Path
 
 import dagster as dg
+import pytest
 import yaml
-
-from orch_helpers import REPO, fixture_dvc_yaml
 
 from dagster_project.definitions import build_definitions
 from dagster_project.sensors import dataset_sources, fingerprint
+
+from orch_helpers import REPO, fixture_dvc_yaml
+
+pytestmark = pytest.mark.integration
 
 
 def _project(tmp_path: Path) -> tuple[Path, Path]:

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import yaml
 
+pytestmark = pytest.mark.integration
+
 METRICS = ["recall@1", "recall@5", "ndcg@5", "comp@5", "mrr"]
 
 

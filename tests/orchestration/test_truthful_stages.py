@@ -6,7 +6,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from orch_helpers import BIN, sh
+
+pytestmark = pytest.mark.integration
 
 
 def _copy(pipeline, tmp_path: Path) -> Path:

@@ -14,8 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import pytest
 
 from orch_helpers import BIN, REPO, env_for
+
+pytestmark = pytest.mark.integration
 
 LAUNCH = """
 mutation Launch($executionParams: ExecutionParams!) {

@@ -18,6 +18,8 @@ from toolret.retrieval.base import Ranking
 from toolret.retrieval.bm25 import BM25Retriever
 from toolret.roles import Corpus
 
+pytestmark = pytest.mark.slow
+
 
 class TwiceRewriter:
     """Each query -> two rewrites (the query, and the query repeated); ``fuse`` keeps the first row."""

@@ -13,6 +13,8 @@ from toolret.evaluation import rank_split, score_ranking
 from toolret.retrieval.dense import DenseConfig, DenseRetriever
 from toolret.retrieval.finetune import FinetuneConfig, finetune, training_pairs
 
+pytestmark = pytest.mark.slow
+
 
 def test_training_pairs_never_touch_test_or_dev(fixture_catalog_dir):
     catalog = carve_dev_split(load_beir(fixture_catalog_dir), 0.25, seed=0)

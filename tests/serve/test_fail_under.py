@@ -6,6 +6,10 @@ import json
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.integration
+
 
 def _evaluate(dataset, out, *gates: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "toolret.cli", "evaluate", "--dataset", str(dataset), "--method", "bm25",

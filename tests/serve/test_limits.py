@@ -13,6 +13,8 @@ import time
 import pytest
 from serve_helpers import Server, http, pipeline_hits
 
+pytestmark = pytest.mark.integration
+
 # delays of the server's test hooks (toolret.serving.service): they hold a search, never alter it
 SLOW = {"TOOLRET_SERVE_TEST_SEARCH_DELAY_S": "1.5"}
 # after a graceful shutdown uvicorn re-raises the SIGTERM it caught: the process ends by that signal

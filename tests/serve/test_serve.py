@@ -13,6 +13,8 @@ import sys
 import pytest
 from serve_helpers import http, pipeline_hits
 
+pytestmark = pytest.mark.integration
+
 K = 4
 NO_MATCH = "zzqx vvkw"  # no term of any document: BM25 retrieves nothing
 

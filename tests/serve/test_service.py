@@ -13,6 +13,8 @@ from serve_helpers import build_index
 from toolret.catalog.model import Tool
 from toolret.serving.tools import parse_toolbench_document, tool_record
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.mark.parametrize("method", ["bm25", "dense"])
 def test_concurrent_searches_equal_sequential(method, serve_catalog, tmp_path):

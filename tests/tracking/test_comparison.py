@@ -10,6 +10,8 @@ import pytest
 
 from helpers import per_query, write_result
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def results(tmp_path: Path) -> list[Path]:

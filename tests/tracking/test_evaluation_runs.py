@@ -11,6 +11,8 @@ import pytest
 
 from helpers import per_query, write_lock, write_result
 
+pytestmark = pytest.mark.integration
+
 LOCK = {  # a bm25 and a dense branch over one curated catalog, as dvc.lock records them
     "catalog@toy": {"cmd": "c", "deps": [{"path": "/data/raw/toy", "md5": "raw.dir"}],
                     "params": {"params.yaml": {"source": {"root": "/data/raw"}, "catalog": {"seed": 13}}},

@@ -9,6 +9,8 @@ import pytest
 
 from helpers import per_query, write_lock, write_result
 
+pytestmark = pytest.mark.integration
+
 
 def _lock(model_md5: str) -> dict:
     return {

@@ -11,6 +11,8 @@ import pytest
 
 from helpers import per_query, write_result
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def uri(tmp_path: Path) -> str:

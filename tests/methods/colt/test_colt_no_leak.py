@@ -11,6 +11,8 @@ import pytest
 from toolret.catalog.model import CatalogError, Query
 from toolret.methods.colt.graphs import build_train_graphs
 
+pytestmark = pytest.mark.slow
+
 
 def _pairs(matrix, rows, cols):
     m = matrix.tocoo()

@@ -11,6 +11,8 @@ import pytest
 
 from toolret.catalog.model import CatalogError
 
+pytestmark = pytest.mark.slow
+
 
 def test_fit_index_evaluate_and_round_trip(colt_project, cli):
     from toolret.config import load_params

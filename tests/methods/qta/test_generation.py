@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from toolret.methods.qta.generation import parse_rewrite, rewrite_prompt, sample_tools
+
+pytestmark = pytest.mark.slow
 
 Q = "When is Titanic released?"
 

@@ -17,6 +17,8 @@ from toolret.methods.qta.preferences import dpo_pairs
 from toolret.methods.qta.reward import rank_score
 from toolret.retrieval.dense import DenseRetriever
 
+pytestmark = pytest.mark.slow
+
 
 def _cfg(tiny_lm, tmp_path, **kw):
     base = dict(m=2, s=3, doc_chars=60, max_new_tokens=12, train_queries=4, lora_r=2, lora_alpha=4, batch_size=8,

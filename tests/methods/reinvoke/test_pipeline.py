@@ -18,6 +18,8 @@ from toolret.jsonl_artifacts import meta_path, read_jsonl
 from toolret.methods.reinvoke.artifacts import build_hyde, build_intents, load_artifact
 from toolret.methods.reinvoke.generation import LazyLLM
 
+pytestmark = pytest.mark.slow
+
 
 def _query_body(prompt: str) -> str:
     return prompt.split("<query>")[-1].split("</query>")[0].strip()

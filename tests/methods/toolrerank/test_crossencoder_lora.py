@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from toolret.methods.toolrerank.crossencoder import load_cross_encoder, train_cross_encoder
 from toolret.retrieval.models import LoraSettings
+
+pytestmark = pytest.mark.slow
 
 TOPICS = [("weather", "forecast temperature rain for a city"), ("flights", "search airline tickets between airports"),
           ("stocks", "share price quotes of a ticker symbol"), ("recipes", "cooking recipes by ingredient"),

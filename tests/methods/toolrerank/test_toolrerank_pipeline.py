@@ -14,6 +14,8 @@ import yaml
 
 from toolret.cli import main
 
+pytestmark = pytest.mark.slow
+
 SMALL = {
     "catalog": {"dev_fraction": 0.25, "seed": 13},
     "dense": {"embedding_cache": "off"},

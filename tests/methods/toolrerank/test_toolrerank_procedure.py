@@ -10,6 +10,8 @@ import pytest
 from toolret.methods.toolrerank.crossencoder import mine_training_pairs, mine_training_tuples
 from toolret.methods.toolrerank.rerank import Library, QueryView, Setting, grid_search, rerank_m, toolrerank
 
+pytestmark = pytest.mark.slow
+
 # library positions: 0 x1, 1 y1, 2 z1, 3 y2, 4 x2, 5 x3   (tool X unseen, tool Y seen, tool Z unseen)
 PARENTS = ["X", "Y", "Z", "Y", "X", "X"]
 LIB = Library(parents=PARENTS, seen=np.array([False, True, False, True, False, False]), seen_tools={"Y"},
