@@ -74,6 +74,10 @@ def test_pairs_follow_the_reward_and_a_tiny_adapter_trains_and_round_trips(tmp_p
     weights = load_file(str(adapter / "adapter_model.safetensors"))
     assert any("lora_B" in k and np.abs(v).max() > 0 for k, v in weights.items())  # B starts at 0: it moved
     assert {v.dtype for v in weights.values()} == {np.dtype("float16")}  # stored at half the bytes for git
+    # portable: the base LLM by name, no absolute path of this machine anywhere in the artifact
+    assert json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"] == cfg.llm_model
+    assert not any(str(tmp_path) in f.read_text(errors="ignore") or "/.cache/" in f.read_text(errors="ignore")
+                   for f in adapter.iterdir() if f.suffix in (".json", ".md"))
 
     # the adapter changes the model, and generations are keyed on it
     base, tuned = QTALLM(cfg), QTALLM(cfg, adapter)

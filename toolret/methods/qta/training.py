@@ -110,7 +110,7 @@ def train_adapter(pairs: Sequence[dict[str, Any]], cfg: QTAConfig, m: int, out: 
     from toolret.evaluation import run_info_path
     from toolret.llm.base import default_threads
     from toolret.llm.models import set_offline_env
-    from toolret.retrieval.models import store_adapter_half
+    from toolret.retrieval.models import name_adapter_base, store_adapter_half
 
     if not pairs:
         raise ValueError("qta: no preference pairs to train on (every round tied?)")
@@ -146,6 +146,8 @@ def train_adapter(pairs: Sequence[dict[str, Any]], cfg: QTAConfig, m: int, out: 
     with atomic_directory(out) as tmp:
         trainer.model.save_pretrained(str(tmp))
         store_adapter_half(tmp)  # r=16 on every linear layer of a 135M LLM: ~19 MB at float32, ~10 MB here
+        name_adapter_base(tmp, cfg.llm_model)  # the LLM's name, not this machine's model folder
+        (tmp / "README.md").unlink(missing_ok=True)  # peft's model card: only the absolute base path
         (tmp / "qta.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     # how this run went (not what it produced): outside the artifact, so a resumed run gives the same adapter files
     write_json(run_info_path(out / "qta.json"), {"resumed_from": Path(resume).name if resume else None,
