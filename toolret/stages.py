@@ -73,15 +73,6 @@ register_stage(StageTemplate(
     deps=("data/curated/${item.dataset}",), params=("bm25", "dense"), outs=("data/indexes/${item.dataset}/${item.method}",),
 ))
 register_stage(StageTemplate(
-    name="index_ft", order=51, foreach="${finetune_datasets}",
-    desc="dense-ft index: the fine-tuned encoder over every document variant",
-    cmd="toolret index --catalog data/curated/${item} --method dense-ft --model data/models/${item}/dense-ft "
-        "--out data/indexes/${item}/dense-ft",
-    entry="toolret.cli:cmd_index", components=("dense-ft",),
-    deps=("data/curated/${item}", "data/models/${item}/dense-ft"), params=("dense", "finetune"),
-    outs=("data/indexes/${item}/dense-ft",),
-))
-register_stage(StageTemplate(
     name="evaluate", order=60, matrix={"dataset": "${datasets}", "method": "${methods}"},
     desc="Evaluation on the test split: metrics, bootstrap CIs and per-query table per document variant",
     cmd="toolret evaluate-index --catalog data/curated/${item.dataset} --index data/indexes/${item.dataset}/${item.method} "
@@ -90,15 +81,37 @@ register_stage(StageTemplate(
     deps=("data/curated/${item.dataset}", "data/indexes/${item.dataset}/${item.method}"), params=("evaluation",),
     outs=("data/runs/${item.dataset}/${item.method}",),
 ))
-register_stage(StageTemplate(
-    name="evaluate_ft", order=61, foreach="${finetune_datasets}",
-    desc="dense-ft evaluation on the test split (metrics, bootstrap CIs, per-query table)",
-    cmd="toolret evaluate-index --catalog data/curated/${item} --index data/indexes/${item}/dense-ft "
-        "--out data/runs/${item}/dense-ft",
-    entry="toolret.cli:cmd_evaluate_index", components=("dense-ft",),
-    deps=("data/curated/${item}", "data/indexes/${item}/dense-ft"), params=("evaluation",),
-    outs=("data/runs/${item}/dense-ft",),
-))
+
+
+def register_index_and_evaluate(method: str, *, foreach: str, names: tuple[str, str], orders: tuple[int, int],
+                                index_desc: str, evaluate_desc: str, options: str = "", deps: tuple[str, ...] = (),
+                                params: tuple[str, ...] = ()) -> None:
+    """The two stages that save a method's pipeline on each dataset of ``foreach`` and evaluate it on the test
+    split: ``toolret index --method <method><options>`` into ``data/indexes/<ds>/<method>`` (``deps``: the
+    trained artifacts it reads; ``params``: the sections it reads), then ``toolret evaluate-index`` into
+    ``data/runs/<ds>/<method>``. ``names`` / ``orders``: the (index, evaluate) stage names and orders."""
+    index = f"data/indexes/${{item}}/{method}"
+    register_stage(StageTemplate(
+        name=names[0], order=orders[0], foreach=foreach, desc=index_desc,
+        cmd=f"toolret index --catalog data/curated/${{item}} --method {method}{options} --out {index}",
+        entry="toolret.cli:cmd_index", components=(method,),
+        deps=("data/curated/${item}", *deps), params=params, outs=(index,),
+    ))
+    register_stage(StageTemplate(
+        name=names[1], order=orders[1], foreach=foreach, desc=evaluate_desc,
+        cmd=f"toolret evaluate-index --catalog data/curated/${{item}} --index {index} "
+            f"--out data/runs/${{item}}/{method}",
+        entry="toolret.cli:cmd_evaluate_index", components=(method,),
+        deps=("data/curated/${item}", index), params=("evaluation",), outs=(f"data/runs/${{item}}/{method}",),
+    ))
+
+
+register_index_and_evaluate(
+    "dense-ft", foreach="${finetune_datasets}", names=("index_ft", "evaluate_ft"), orders=(51, 61),
+    index_desc="dense-ft index: the fine-tuned encoder over every document variant",
+    evaluate_desc="dense-ft evaluation on the test split (metrics, bootstrap CIs, per-query table)",
+    options=" --model data/models/${item}/dense-ft", deps=("data/models/${item}/dense-ft",), params=("dense", "finetune"),
+)
 
 
 # ------------------------------------------------------------------------------ import graph
@@ -303,5 +316,5 @@ def write_dvc_yaml(path: str | Path, params: Any = None) -> bool:
     return True
 
 
-__all__ = ["catalog_source_deps", "code_deps", "entry_imports", "import_closure", "render_dvc_yaml",
-           "write_dvc_yaml"]
+__all__ = ["catalog_source_deps", "code_deps", "entry_imports", "import_closure", "register_index_and_evaluate",
+           "render_dvc_yaml", "write_dvc_yaml"]

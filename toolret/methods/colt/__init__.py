@@ -28,6 +28,7 @@ from toolret.registry import (
     register_section,
     register_stage,
 )
+from toolret.stages import register_index_and_evaluate
 
 register_section("colt", ColtSection, staged=True)
 
@@ -81,24 +82,13 @@ register_stage(StageTemplate(
     deps=("data/curated/${item}", "data/models/${item}/dense-ft"), params=("colt", "dense", "finetune"),
     outs=in_git(_MODEL),
 ))
-register_stage(StageTemplate(
-    name="index_colt", order=52, foreach="${colt_datasets}",
-    desc="COLT index: the learned tool representations with the semantic encoder (colt.docs documents)",
-    cmd="toolret index --catalog data/curated/${item} --method colt --model " + _MODEL + " --docs original "
-        "--out data/indexes/${item}/colt",
-    entry="toolret.cli:cmd_index", components=("colt",),
-    deps=("data/curated/${item}", _MODEL, "data/models/${item}/dense-ft"), params=("colt", "dense", "finetune"),
-    outs=("data/indexes/${item}/colt",),
-))
-register_stage(StageTemplate(
-    name="evaluate_colt", order=62, foreach="${colt_datasets}",
-    desc="COLT evaluated on the test split (metrics, bootstrap CIs, per-query table)",
-    cmd="toolret evaluate-index --catalog data/curated/${item} --index data/indexes/${item}/colt "
-        "--out data/runs/${item}/colt",
-    entry="toolret.cli:cmd_evaluate_index", components=("colt",),
-    deps=("data/curated/${item}", "data/indexes/${item}/colt"), params=("evaluation",),
-    outs=("data/runs/${item}/colt",),
-))
+register_index_and_evaluate(
+    "colt", foreach="${colt_datasets}", names=("index_colt", "evaluate_colt"), orders=(52, 62),
+    index_desc="COLT index: the learned tool representations with the semantic encoder (colt.docs documents)",
+    evaluate_desc="COLT evaluated on the test split (metrics, bootstrap CIs, per-query table)",
+    options=" --model " + _MODEL + " --docs original", deps=(_MODEL, "data/models/${item}/dense-ft"),
+    params=("colt", "dense", "finetune"),
+)
 register_stage(StageTemplate(
     name="colt_ablations", order=63, costly=True, foreach="${colt_datasets}",
     desc="COLT ablations (no collaborative stage, one view, no contrastive term, 0/1/2 layers, frozen "

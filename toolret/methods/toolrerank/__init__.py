@@ -34,6 +34,7 @@ from toolret.registry import (
     register_section,
     register_stage,
 )
+from toolret.stages import register_index_and_evaluate
 
 RERANK_M = (10, 30, 50)
 
@@ -126,24 +127,12 @@ register_stage(StageTemplate(
     entry="toolret.cli:cmd_fit", components=("toolrerank",),
     deps=("data/curated/${toolrerank.train_dataset}",), params=_TRAIN_PARAMS, outs=in_git(_ARTIFACT),
 ))
-register_stage(StageTemplate(
-    name="index_toolrerank", order=53, foreach="${toolrerank_datasets}",
-    desc="ToolRerank saved pipeline (dense first stage + the trained reranker, original documents)",
-    cmd="toolret index --catalog data/curated/${item} --method toolrerank --docs original "
-        "--out data/indexes/${item}/toolrerank",
-    entry="toolret.cli:cmd_index", components=("toolrerank",),
-    deps=("data/curated/${item}", _ARTIFACT), params=("toolrerank", "dense"),
-    outs=("data/indexes/${item}/toolrerank",),
-))
-register_stage(StageTemplate(
-    name="evaluate_toolrerank", order=62, foreach="${toolrerank_datasets}",
-    desc="ToolRerank evaluated on the test split (metrics, bootstrap CIs, per-query table)",
-    cmd="toolret evaluate-index --catalog data/curated/${item} --index data/indexes/${item}/toolrerank "
-        "--out data/runs/${item}/toolrerank",
-    entry="toolret.cli:cmd_evaluate_index", components=("toolrerank",),
-    deps=("data/curated/${item}", "data/indexes/${item}/toolrerank"), params=("evaluation",),
-    outs=("data/runs/${item}/toolrerank",),
-))
+register_index_and_evaluate(
+    "toolrerank", foreach="${toolrerank_datasets}", names=("index_toolrerank", "evaluate_toolrerank"), orders=(53, 62),
+    index_desc="ToolRerank saved pipeline (dense first stage + the trained reranker, original documents)",
+    evaluate_desc="ToolRerank evaluated on the test split (metrics, bootstrap CIs, per-query table)",
+    options=" --docs original", deps=(_ARTIFACT,), params=("toolrerank", "dense"),
+)
 register_stage(StageTemplate(
     name="toolrerank_ablations", order=63, costly=True, foreach="${toolrerank_datasets}",
     desc="ToolRerank, Rerank-10/30/50, the first stage, BM25 and every ablation on the test split "
