@@ -1,7 +1,10 @@
+import pytest
+from _kill9 import kill_after_first_record
+
 from toolret.llm.base import SamplingParams
 from toolret.llm.cache import CachedGenerator, read_records, record_key
 
-from _kill9 import kill_after_first_record
+pytestmark = pytest.mark.slow  # runs an LLM
 
 PARAMS = SamplingParams(max_new_tokens=8)
 

@@ -9,10 +9,12 @@ import pytest
 from toolret.catalog.model import Catalog, Query, Tool
 from toolret.evaluation import run_info_path
 from toolret.jsonl_artifacts import meta_path, read_jsonl
+from toolret.llm.lazy import llm_cache_path
 from toolret.methods.reinvoke.artifacts import build_synthetic_queries
 from toolret.methods.reinvoke.config import ReInvokeConfig
-from toolret.llm.lazy import llm_cache_path
 from toolret.methods.reinvoke.generation import LazyLLM
+
+pytestmark = pytest.mark.slow  # runs an LLM
 
 
 @pytest.mark.timeout(600)
