@@ -6,7 +6,7 @@ import pytest
 
 from toolret.methods.qta.generation import parse_rewrite, rewrite_prompt, sample_tools
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.integration  # one test imports the package in a subprocess
 
 Q = "When is Titanic released?"
 
