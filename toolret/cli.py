@@ -199,13 +199,15 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     """One pipeline on one dataset end to end (fitting what is absent)."""
     from toolret.evaluation import write_result
     from toolret.pipeline import build_pipeline
+    from toolret.registry import parse_spec
     from toolret.roles import Corpus
 
     params = _params(args)
     gates = _parse_gates(args.fail_under)  # malformed gates fail before the (long) evaluation
     ks = [int(k) for k in args.k.split(",")] if args.k else None
     catalog = _folded(_load_named(args.dataset, params), params, _spec_components(args.method))
-    if args.docs == "cleaned":
+    # the cleaned documents, where the evaluation or a component (hybrid's dense side) reads them
+    if "cleaned" in {args.docs} | parse_spec(args.method).reads_docs(params) and "cleaned" not in catalog.doc_variants():
         from toolret.catalog.cleanup import clean_catalog
 
         catalog, _ = clean_catalog(catalog, **_cleanup_kwargs(params))

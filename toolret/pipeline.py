@@ -67,7 +67,13 @@ class Pipeline:
         self.catalog_info = catalog_summary(catalog)
 
     def index(self, corpus: Corpus) -> None:
-        self.retriever.index(corpus.tool_ids, corpus.documents)
+        """Index the corpus: a retriever that reads more than one document per tool (``hybrid``: each side
+        its own variant) defines ``index_corpus(corpus)``; the others get ``index(tool_ids, documents)``."""
+        index_corpus = getattr(self.retriever, "index_corpus", None)
+        if index_corpus is not None:
+            index_corpus(corpus)
+        else:
+            self.retriever.index(corpus.tool_ids, corpus.documents)
         for r in self.rerankers:
             r.index(corpus)
         self._indexed_tools, self.tool_records = list(corpus.tools), None

@@ -62,6 +62,8 @@ class Component:
             unless ``train_dataset(params)`` names another dataset it learns from.
         train_dataset: ``params -> dataset name | None``: where a learning component trains when that is
             not the evaluated catalogue (ToolRerank's ``toolrerank.train_dataset``).
+        reads_docs: ``params -> document variants`` it reads beside the pipeline's own (``hybrid``'s dense
+            side reads ``cleaned``): ``toolret evaluate`` derives those the catalogue lacks.
     """
 
     name: str
@@ -72,6 +74,7 @@ class Component:
     description: str = ""
     trains: bool = False  # fit learns from a train split (a dataset without one is k-folded, see cli)
     train_dataset: Callable[[Any], str | None] | None = None
+    reads_docs: Callable[[Any], tuple[str, ...]] | None = None
 
     def learns_from(self, catalog_name: str, params: Any) -> bool:
         """Whether ``fit`` learns from this catalogue's own train split."""
@@ -106,6 +109,10 @@ class PipelineSpec:
     @property
     def label(self) -> str:
         return self.name or "+".join(self.components)
+
+    def reads_docs(self, params: Any) -> set[str]:
+        """The document variants its components read beside the pipeline's own."""
+        return {v for c in self.components if component(c).reads_docs for v in component(c).reads_docs(params)}
 
     def sections(self) -> list[str]:
         seen: dict[str, None] = {}

@@ -46,7 +46,11 @@ class Corpus:
 
 @runtime_checkable
 class Retriever(Protocol):
-    """Index tool documents once, then search batches of queries (best first, ``k`` per query)."""
+    """Index tool documents once, then search batches of queries (best first, ``k`` per query).
+
+    A retriever that reads more than one document variant per tool may also define
+    ``index_corpus(corpus: Corpus)``, which :meth:`toolret.pipeline.Pipeline.index` then calls instead of
+    ``index`` (``hybrid``: each fused side indexes its own variant)."""
 
     name: str
 

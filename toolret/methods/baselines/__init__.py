@@ -1,8 +1,10 @@
-"""The baseline retrievers: ``bm25`` (bm25s), ``dense`` (zero-shot bi-encoder + faiss) and ``dense-ft``
-(the same encoder fine-tuned with in-batch negatives on the catalogue's train split).
+"""The baseline retrievers: ``bm25`` (bm25s), ``dense`` (zero-shot bi-encoder + faiss), ``dense-ft``
+(the same encoder fine-tuned with in-batch negatives on the catalogue's train split) and ``hybrid`` (two
+of them fused by reciprocal rank or normalised score, the weight selected on dev).
 
 Implementations live in :mod:`toolret.retrieval` (other methods build on them); this package registers
-them, their ``params.yaml`` sections (``bm25``, ``dense``, ``finetune``) and dense-ft's training stage.
+them, their ``params.yaml`` sections (``bm25``, ``dense``, ``finetune``, ``hybrid``) and dense-ft's training
+stage.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from toolret.registry import (BuildContext, Component, StageTemplate, in_git, re
 from toolret.retrieval.bm25 import BM25Config
 from toolret.retrieval.dense import DenseConfig
 from toolret.retrieval.finetune import FinetuneConfig
+from toolret.retrieval.hybrid import HybridConfig
 
 register_section("bm25", BM25Config)
 register_section("dense", DenseConfig)
 register_section("finetune", FinetuneConfig)
+register_section("hybrid", HybridConfig)
 
 
 def _bm25(ctx: BuildContext):
@@ -60,6 +64,22 @@ def _load_dense_ft(path: Path):
     return DenseRetriever.load(path)  # its config names the fine-tuned model folder
 
 
+def _hybrid(ctx: BuildContext):
+    """Each side is built like the registered retriever it names (``dense-ft`` loads its artifact)."""
+    from toolret.registry import build_component
+    from toolret.retrieval.hybrid import HybridRetriever
+
+    config = ctx.params.hybrid
+    side_ctx = BuildContext(ctx.catalog, ctx.params)
+    return HybridRetriever([build_component(s.component, side_ctx) for s in config.sides], config)
+
+
+def _load_hybrid(path: Path):
+    from toolret.retrieval.hybrid import HybridRetriever
+
+    return HybridRetriever.load(path)
+
+
 register_component(Component("bm25", "retriever", _bm25, _load_bm25, ("bm25",),
                              "BM25 (bm25s, Lucene variant, k1=1.2, b=0.75)"))
 register_component(Component("dense", "retriever", _dense, _load_dense, ("dense",),
@@ -67,6 +87,10 @@ register_component(Component("dense", "retriever", _dense, _load_dense, ("dense"
 register_component(Component("dense-ft", "retriever", _dense_ft, _load_dense_ft, ("dense", "finetune"),
                              "the dense encoder fine-tuned on the train split (in-batch negatives, dev-selected)",
                              trains=True))
+register_component(Component("hybrid", "retriever", _hybrid, _load_hybrid, ("hybrid", "bm25", "dense", "finetune"),
+                             "two retrievers fused (default bm25 on the evaluated docs + dense on cleaned "
+                             "docs, reciprocal-rank fusion; the weight selected on dev where there is one)",
+                             reads_docs=lambda params: tuple(s.docs for s in params.hybrid.sides if s.docs)))
 
 register_stage(StageTemplate(
     name="finetune", order=30, costly=True, trains=True, foreach="${finetune_datasets}",

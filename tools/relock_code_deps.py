@@ -1,0 +1,75 @@
+"""Record a code-only change in ``dvc.lock`` without rebuilding data: ``dvc commit -f`` for the code.
+
+When a commit changes source files that stages import but cannot change what those stages produce (a new
+component registered beside the existing ones, a refactor), ``dvc status`` lists every stage importing
+them, and ``dvc commit -f`` would need each stage's data deps (curated catalogs ...) built first. This
+rewrites, for every locked stage (or those named), the dependency list to what ``dvc.yaml`` now declares:
+git-tracked source files get their current md5 and size, other deps keep their locked entry. Params,
+commands and outputs are not touched, so a params or command change still shows in ``dvc status``.
+
+Only for changes that cannot alter outputs; say so in the commit message. ``tests/test_dvc_lock.py``
+checks the committed stages afterwards.
+
+Usage: .venv/bin/python tools/relock_code_deps.py [STAGE ...]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _code_entry(path: str) -> dict:
+    data = (ROOT / path).read_bytes()
+    return {"path": path, "hash": "md5", "md5": hashlib.md5(data).hexdigest(), "size": len(data)}
+
+
+def main(argv: list[str]) -> int:
+    from dvc.dependency.param import ParamsDependency
+    from dvc.repo import Repo
+    from ruamel.yaml import YAML
+
+    tracked = set(subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                                 check=True).stdout.splitlines())
+    yaml = YAML()
+    yaml.width = 4096
+    lock_path = ROOT / "dvc.lock"
+    lock = yaml.load(lock_path.read_text(encoding="utf-8"))
+    declared = {s.addressing: [d.def_path for d in s.deps if not isinstance(d, ParamsDependency)]
+                for s in Repo(str(ROOT)).index.stages}
+    names = argv or list(lock["stages"])
+    unknown = [n for n in names if n not in lock["stages"] or n not in declared]
+    if unknown:
+        print(f"relock: not in both dvc.lock and dvc.yaml: {unknown}", file=sys.stderr)
+        return 2
+    changed = 0
+    for name in names:
+        entry = lock["stages"][name]
+        old = {d["path"]: d for d in entry.get("deps", [])}
+        new = []
+        for path in declared[name]:
+            if path in tracked and (ROOT / path).is_file():
+                new.append(_code_entry(path))
+            elif path in old:
+                new.append(old[path])
+            else:
+                print(f"relock: {name}: data dep {path} was never locked; run `dvc commit -f {name}`", file=sys.stderr)
+                return 2
+        new.sort(key=lambda d: d["path"])  # dvc writes deps in path order
+        if [dict(d) for d in entry.get("deps", [])] != new:
+            entry["deps"] = new
+            changed += 1
+    tmp = lock_path.with_suffix(".lock.tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        yaml.dump(lock, f)
+    tmp.replace(lock_path)
+    print(f"relock: {changed} of {len(names)} stages' code deps updated")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
