@@ -86,6 +86,26 @@ def cmd_catalog_clean(args: argparse.Namespace) -> None:
     print(json.dumps({k: v for k, v in report.items() if not isinstance(v, (list, dict))}))
 
 
+def cmd_catalog_synthesize(args: argparse.Namespace) -> None:
+    """A training catalogue from a curated one and its committed per-tool generations (``synthetic.<name>``)."""
+    from toolret.catalog.io import load_catalog, save_catalog
+    from toolret.catalog.synthetic import stored_tool_queries, synthesize
+    from toolret.catalog.validation import validate_catalog
+
+    params = _params(args)
+    if args.name not in params.synthetic:
+        raise CatalogError(f"no synthetic catalogue {args.name!r} in params.yaml (has {sorted(params.synthetic)})")
+    spec = params.synthetic[args.name]
+    source = load_catalog(args.catalog)
+    per_tool, job = stored_tool_queries(source, params, spec.job, spec.n)
+    catalog = synthesize(source, per_tool, spec, args.name, job)
+    report = validate_catalog(catalog)
+    if not report.success:
+        raise CatalogError(f"synthetic catalogue {args.name!r} failed validation; nothing written:\n{report.message}")
+    save_catalog(catalog, args.out)
+    print(json.dumps({k: v for k, v in catalog.provenance["synthetic"].items() if not isinstance(v, list)}))
+
+
 def _cleanup_kwargs(params) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
@@ -447,6 +467,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--catalog", required=True)
     c.add_argument("--out", required=True)
     c.set_defaults(func=cmd_catalog_clean)
+    sy = cat.add_parser("synthesize", help="a training catalogue of LLM-written queries from a curated catalogue's "
+                        "committed per-tool generations (params.yaml synthetic.<name>; no LLM is run)")
+    sy.add_argument("--name", required=True, help="the synthetic.<name> entry of params.yaml")
+    sy.add_argument("--catalog", required=True, help="the source curated catalogue (data/curated/<source>)")
+    sy.add_argument("--out", required=True)
+    sy.set_defaults(func=cmd_catalog_synthesize)
 
     def overrides(sp):
         sp.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -86,6 +86,21 @@ class GridVariant(StrictModel):
     baseline: str | None = None
 
 
+class SyntheticSpec(StrictModel):
+    """One synthetic training catalogue (``params.yaml: synthetic: {<name>: ...}``, built by
+    :mod:`toolret.catalog.synthetic` into ``data/curated/<name>``)."""
+
+    source: str  # the curated catalogue whose tools the job wrote queries for (data/curated/<source>)
+    job: str = "reinvoke-queries"  # a per-tool generation job (toolret generate-shards --job)
+    n: int = Field(5, ge=1)  # samples per tool used (the first n)
+    holdout_categories: float = Field(0.1, ge=0, lt=1)  # seeded fraction of categories with no training query
+    holdout_tools: float = Field(0.1, ge=0, lt=1)  # ... and of the other categories' parent tools
+    dev_fraction: float = Field(0.05, ge=0, lt=1)  # of the seen tools' queries
+    filter: Literal["none", "bm25"] = "none"  # consistency filtering: keep a query whose API BM25 ranks high
+    filter_depth: int = Field(10, ge=1)
+    seed: int = 13
+
+
 class CoreParams(StrictModel):
     """Sections every project has; component sections are added by :func:`params_model`."""
 
@@ -97,6 +112,7 @@ class CoreParams(StrictModel):
     cleanup: CleanupConfig = Field(default_factory=CleanupConfig)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
+    synthetic: dict[str, SyntheticSpec] = Field(default_factory=dict)  # training catalogues from tool documents
 
 
 _MODELS: dict[tuple, type[CoreParams]] = {}

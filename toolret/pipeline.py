@@ -28,7 +28,7 @@ import numpy as np
 from toolret.atomic import atomic_directory
 from toolret.catalog.model import CatalogError
 from toolret.retrieval.base import Ranking, default_query_ids
-from toolret.roles import Corpus
+from toolret.roles import Corpus, index_retriever
 
 if TYPE_CHECKING:
     from toolret.catalog.model import Catalog
@@ -67,13 +67,7 @@ class Pipeline:
         self.catalog_info = catalog_summary(catalog)
 
     def index(self, corpus: Corpus) -> None:
-        """Index the corpus: a retriever that reads more than one document per tool (``hybrid``: each side
-        its own variant) defines ``index_corpus(corpus)``; the others get ``index(tool_ids, documents)``."""
-        index_corpus = getattr(self.retriever, "index_corpus", None)
-        if index_corpus is not None:
-            index_corpus(corpus)
-        else:
-            self.retriever.index(corpus.tool_ids, corpus.documents)
+        index_retriever(self.retriever, corpus)
         for r in self.rerankers:
             r.index(corpus)
         self._indexed_tools, self.tool_records = list(corpus.tools), None

@@ -49,8 +49,8 @@ class Retriever(Protocol):
     """Index tool documents once, then search batches of queries (best first, ``k`` per query).
 
     A retriever that reads more than one document variant per tool may also define
-    ``index_corpus(corpus: Corpus)``, which :meth:`toolret.pipeline.Pipeline.index` then calls instead of
-    ``index`` (``hybrid``: each fused side indexes its own variant)."""
+    ``index_corpus(corpus: Corpus)``, which :func:`index_retriever` then calls instead of ``index``
+    (``hybrid``: each fused side indexes its own variant)."""
 
     name: str
 
@@ -104,6 +104,16 @@ class Reranker(Protocol):
     def load(cls, path: str | Path) -> Reranker: ...
 
 
+def index_retriever(retriever: Retriever, corpus: Corpus) -> None:
+    """Index ``corpus``: ``index_corpus(corpus)`` where the retriever defines it (it reads more than one
+    document variant per tool, e.g. ``hybrid``), else ``index(tool_ids, documents)``."""
+    index_corpus = getattr(retriever, "index_corpus", None)
+    if index_corpus is not None:
+        index_corpus(corpus)
+    else:
+        retriever.index(corpus.tool_ids, corpus.documents)
+
+
 def role_of(component: object) -> str:
     """``"rewriter"``, ``"retriever"`` or ``"reranker"`` for an object implementing one protocol."""
     if hasattr(component, "rewrite"):
@@ -115,4 +125,4 @@ def role_of(component: object) -> str:
     raise TypeError(f"{type(component).__name__} implements none of the roles {ROLES}")
 
 
-__all__ = ["Corpus", "QueryRewriter", "ROLES", "Ranking", "Reranker", "Retriever", "role_of"]
+__all__ = ["Corpus", "QueryRewriter", "ROLES", "Ranking", "Reranker", "Retriever", "index_retriever", "role_of"]

@@ -65,12 +65,21 @@ register_stage(StageTemplate(
     deps=("data/catalogs/${item}",), params=("cleanup", "dense.model"), outs=("data/curated/${item}",),
 ))
 register_stage(StageTemplate(
+    name="synthesize", order=25, foreach="${synthetic}", only_if="synthetic",
+    desc="Training catalogue of LLM-written queries from a curated catalogue's committed per-tool generations "
+         "(held-out categories and tools for unseen dev queries; no LLM runs, no test query is read)",
+    cmd="toolret catalog synthesize --name ${key} --catalog data/curated/${item.source} --out data/curated/${key}",
+    entry="toolret.cli:cmd_catalog_synthesize",
+    deps=("data/curated/${item.source}", "data/generations"), params=("synthetic",), outs=("data/curated/${key}",),
+))
+register_stage(StageTemplate(
     name="index", order=50, matrix={"dataset": "${datasets}", "method": "${methods}"},
     desc="Saved pipeline (index) of one method for every document variant of the catalog",
     cmd="toolret index --catalog data/curated/${item.dataset} --method ${item.method} "
         "--out data/indexes/${item.dataset}/${item.method}",
     entry="toolret.cli:cmd_index", components_param="methods",
-    deps=("data/curated/${item.dataset}",), params=("bm25", "dense"), outs=("data/indexes/${item.dataset}/${item.method}",),
+    deps=("data/curated/${item.dataset}",), params=("bm25", "dense", "hybrid"),
+    outs=("data/indexes/${item.dataset}/${item.method}",),
 ))
 register_stage(StageTemplate(
     name="evaluate", order=60, matrix={"dataset": "${datasets}", "method": "${methods}"},

@@ -16,7 +16,8 @@ queries.non_empty       error     every query has visible text
 queries.length          error     1 <= len(query) <= 2,000 characters
 queries.known_split     error     split is train/dev/test
 splits.disjoint         error     a query id belongs to one split only
-splits.test_present     error     there are test queries
+splits.test_present     error     there are test queries (``splits.train_present``: train queries, for a
+                                  training-only catalogue: ``provenance["purpose"] == "training"``)
 splits.no_text_leak     warning   no test/dev query has the same text as a train query
 qrels.known_tools       error     every judged tool exists
 qrels.known_queries     error     every judged query exists
@@ -151,8 +152,9 @@ def catalog_frames(catalog: Catalog) -> dict[str, Any]:
     return {"tools": tools, "docs": docs, "queries": queries, "query_splits": query_splits, "qrels": qrels}
 
 
-def _checks(frames: dict[str, Any]) -> list[dict[str, Any]]:
-    """Declarative check list: name, frame, id column, severity, description, GX expectation factory."""
+def _checks(frames: dict[str, Any], required_split: str = "test") -> list[dict[str, Any]]:
+    """Declarative check list: name, frame, id column, severity, description, GX expectation factory.
+    ``required_split``: the split the catalogue must have (``test``; ``train`` for a training-only one)."""
     import great_expectations.expectations as gxe
     from great_expectations.expectations.row_conditions import Column
 
@@ -189,9 +191,9 @@ def _checks(frames: dict[str, Any]) -> list[dict[str, Any]]:
         dict(name="splits.disjoint", frame="query_splits", id="query_id", severity="error", what="query ids",
              description="a query id belongs to one split only", problem="appear in more than one split",
              exp=gxe.ExpectColumnValuesToBeUnique(column="query_id")),
-        dict(name="splits.test_present", frame="queries", id=None, severity="error", what="queries",
-             description="the catalog has test queries",
-             exp=gxe.ExpectColumnDistinctValuesToContainSet(column="split", value_set=["test"])),
+        dict(name=f"splits.{required_split}_present", frame="queries", id=None, severity="error", what="queries",
+             description=f"the catalog has {required_split} queries",
+             exp=gxe.ExpectColumnDistinctValuesToContainSet(column="split", value_set=[required_split])),
         dict(name="splits.no_text_leak", frame="queries", id="query_id", severity="warning", what="test/dev queries",
              description="no test/dev query has the same text (case/space-insensitive) as a train query",
              problem="have the same text as a train query",
@@ -229,8 +231,9 @@ def _outcome(check: dict[str, Any], res: Any, frames: dict[str, Any]) -> Expecta
         message = f"check could not run: {exc.get('exception_message')}"
     elif check["name"] == "tools.present":
         message = "the catalog has no tools"
-    elif check["name"] == "splits.test_present":
-        message = f"no query is in the test split (splits present: {r.get('observed_value')})"
+    elif check["name"] in ("splits.test_present", "splits.train_present"):
+        split = check["name"].split(".")[1].removesuffix("_present")
+        message = f"no query is in the {split} split (splits present: {r.get('observed_value')})"
     else:
         more = f" (first {len(ids)})" if unexpected > len(ids) else ""
         message = (f"{unexpected} of {element_count} {check['what']} {check['problem']}: "
@@ -254,7 +257,7 @@ def validate_catalog(catalog: Catalog) -> ValidationReport:
     import great_expectations as gx
 
     frames = catalog_frames(catalog)
-    checks = _checks(frames)
+    checks = _checks(frames, "train" if catalog.provenance.get("purpose") == "training" else "test")
     context = gx.get_context(mode="ephemeral")
     try:
         context.variables.progress_bars = gx.data_context.types.base.ProgressBarsConfig(globally=False)

@@ -19,11 +19,14 @@ def load_beir(directory: str | Path, name: str | None = None) -> Catalog:
     directory = Path(directory)
     if not directory.is_dir():
         raise CatalogError(f"{directory}: not a directory (expected BEIR layout: corpus.jsonl, queries.jsonl, qrels/test.tsv)")
-    for required in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv"):
-        if not (directory / required).is_file():
-            raise CatalogError(f"{directory / required}: missing (BEIR layout needs corpus.jsonl, queries.jsonl, qrels/test.tsv)")
     meta_path = directory / "catalog.json"
     meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+    # a training-only catalogue (toolret.catalog.synthetic) has train/dev qrels and no test split
+    qrels_required = "qrels/train.tsv" if (meta.get("provenance") or {}).get("purpose") == "training" else "qrels/test.tsv"
+    for required in ("corpus.jsonl", "queries.jsonl", qrels_required):
+        if not (directory / required).is_file():
+            raise CatalogError(f"{directory / required}: missing (BEIR layout needs corpus.jsonl, queries.jsonl, "
+                               f"{qrels_required})")
 
     tools: list[Tool] = []
     seen: dict[str, int] = {}

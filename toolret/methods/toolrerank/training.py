@@ -77,12 +77,13 @@ def _work_dir(out_dir: Path, config: ToolRerankConfig, catalog: Catalog) -> Path
 def first_stage(catalog: Catalog, config: ToolRerankConfig, params: CoreParams, docs: str):
     """The retriever named by ``config.first_stage``, fitted and indexed on ``catalog``."""
     from toolret.registry import BuildContext, build_component, component
+    from toolret.roles import Corpus, index_retriever
 
     if component(config.first_stage).role != "retriever":
         raise CatalogError(f"toolrerank.first_stage {config.first_stage!r} is not a retriever")
     retriever = build_component(config.first_stage, BuildContext(catalog, params))
     retriever.fit(catalog)
-    retriever.index(catalog.tool_ids, catalog.docs(docs))
+    index_retriever(retriever, Corpus.from_catalog(catalog, docs))
     return retriever
 
 

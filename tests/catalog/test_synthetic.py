@@ -1,0 +1,110 @@
+"""Synthetic training catalogues: held-out categories / tools, dev buckets, filtering, no test query read."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolret.catalog.model import Catalog, CatalogError, Query, Tool
+from toolret.catalog.synthetic import holdout_tools, synthesize
+from toolret.config import SyntheticSpec
+
+CATS = ["Weather", "Finance", "Movies", "Food", "Travel"]
+
+
+def _source() -> Catalog:
+    tools = []
+    for c, cat in enumerate(CATS):
+        for p in range(4):  # 4 parent tools of 3 APIs each per category: 60 APIs
+            for a in range(3):
+                tid = f"{cat}-{p}-{a}"
+                tools.append(Tool(id=tid, name=f"api{a}", tool=f"{cat}-tool{p}", category=cat,
+                                  docs={"original": f"{cat.lower()} service {p} endpoint {a} word{c}{p}{a}"}))
+    queries = [Query("t1", "a test query that must never be read", "test")]
+    return Catalog("src", tools, queries, {"t1": {tools[0].id: 1}})
+
+
+def _per_tool(catalog: Catalog, n: int = 3) -> list[list[str]]:
+    return [[f"use {t.docs['original']} please ({j})" for j in range(n)] for t in catalog.tools]
+
+
+def test_held_out_categories_and_tools_get_only_dev_queries():
+    src = _source()
+    spec = SyntheticSpec(source="src", n=2, holdout_categories=0.2, holdout_tools=0.25, dev_fraction=0.0)
+    cat = synthesize(src, _per_tool(src), spec, "syn")
+    info = cat.provenance["synthetic"]
+    assert len(info["held_out_categories"]) == 1  # round(5 * 0.2)
+    assert len(info["held_out_tools"]) == 4  # round(16 remaining parent tools * 0.25)
+    held_cat, held_tools = set(info["held_out_categories"]), set(info["held_out_tools"])
+    by_id = {t.id: t for t in cat.tools}
+    for q in cat.queries:
+        (gold,) = cat.gold(q.id)
+        unseen = by_id[gold].category in held_cat or by_id[gold].tool in held_tools
+        assert q.split == ("dev" if unseen else "train"), q.id
+    assert info["held_out_apis"] == 12 + 12 and info["dev_unseen"] == 24 * 2 and info["train"] == 36 * 2
+    assert {q.split for q in cat.queries} == {"train", "dev"}  # the source's test query is not carried over
+    assert all("never be read" not in q.text for q in cat.queries) and cat.provenance["purpose"] == "training"
+
+
+def test_holdout_is_seeded_and_changes_with_the_seed():
+    src = _source()
+    a = holdout_tools(src, SyntheticSpec(source="src", seed=1, holdout_categories=0.4))
+    assert a == holdout_tools(src, SyntheticSpec(source="src", seed=1, holdout_categories=0.4))
+    others = [holdout_tools(src, SyntheticSpec(source="src", seed=s, holdout_categories=0.4)) for s in range(2, 8)]
+    assert any(o[0] != a[0] for o in others)
+
+
+def test_dev_fraction_of_seen_queries_and_first_n_samples_only():
+    src = _source()
+    spec = SyntheticSpec(source="src", n=2, holdout_categories=0.0, holdout_tools=0.0, dev_fraction=0.25)
+    cat = synthesize(src, _per_tool(src, n=3), spec, "syn")
+    info = cat.provenance["synthetic"]
+    assert info["generated"] == 120 and info["dev_unseen"] == 0
+    assert 15 <= info["dev_seen"] <= 45 and info["dev_seen"] + info["train"] == 120
+    assert not any(q.text.endswith("(2)") for q in cat.queries)  # sample index 2 is beyond n = 2
+
+
+def test_duplicate_texts_are_dropped_and_filtering_keeps_queries_bm25_finds():
+    src = _source()
+    per_tool = _per_tool(src, n=1)
+    per_tool[1] = list(per_tool[0])  # the same text written for two APIs: one query, not two labels
+    per_tool[2] = ["zzz qqq nothing in common"]  # BM25 cannot find its API
+    spec = SyntheticSpec(source="src", n=1, holdout_categories=0.0, holdout_tools=0.0, dev_fraction=0.0,
+                         filter="bm25", filter_depth=1)
+    cat = synthesize(src, per_tool, spec, "syn")
+    info = cat.provenance["synthetic"]
+    assert info["duplicate_texts_dropped"] == 1 and info["filtered_out"] == 1
+    assert "syn-Weather-0-2-0" not in {q.id for q in cat.queries}
+
+
+def test_tools_without_queries_are_counted_and_a_misaligned_job_is_refused():
+    src = _source()
+    per_tool = _per_tool(src, n=1)
+    per_tool[5] = []
+    cat = synthesize(src, per_tool, SyntheticSpec(source="src", n=1), "syn")
+    assert cat.provenance["synthetic"]["tools_without_queries"] == 1
+    with pytest.raises(CatalogError, match="one prompt per tool"):
+        synthesize(src, per_tool[:-1], SyntheticSpec(source="src"), "syn")
+
+
+def test_a_training_catalogue_validates_for_a_train_split_not_a_test_split():
+    from toolret.catalog.validation import validate_catalog
+
+    src = _source()
+    cat = synthesize(src, _per_tool(src), SyntheticSpec(source="src", holdout_categories=0.0, holdout_tools=0.0), "syn")
+    report = validate_catalog(cat)
+    assert report.success, report.message
+    assert report.result("splits.train_present").success
+    cat.queries = [q for q in cat.queries if q.split != "train"]
+    failed = validate_catalog(cat)
+    assert not failed.success and "no query is in the train split" in failed.result("splits.train_present").message
+
+
+def test_a_saved_training_catalogue_loads_without_a_test_split(tmp_path):
+    from toolret.catalog.io import load_catalog, save_catalog
+
+    src = _source()
+    cat = synthesize(src, _per_tool(src), SyntheticSpec(source="src"), "syn")
+    save_catalog(cat, tmp_path / "syn")
+    again = load_catalog(tmp_path / "syn")
+    assert again.name == "syn" and len(again.split("train")) == len(cat.split("train")) > 0
+    assert not (tmp_path / "syn" / "qrels" / "test.tsv").exists()
