@@ -56,10 +56,10 @@ def _folded(catalog, params, components: list[str] | tuple[str, ...] = ()):
     return kfold_split(catalog, folds, cfg.fold, cfg.seed)
 
 
-def _spec_components(method: str) -> list[str]:
+def _spec_components(method: str, params) -> list[str]:
     from toolret.registry import parse_spec
 
-    return parse_spec(method).components
+    return parse_spec(method, params=params).components
 
 
 def cmd_catalog_build(args: argparse.Namespace) -> None:
@@ -159,7 +159,7 @@ def cmd_index(args: argparse.Namespace) -> None:
     from toolret.roles import Corpus
 
     params = _params(args)
-    catalog = _folded(load_catalog(args.catalog), params, _spec_components(args.method))
+    catalog = _folded(load_catalog(args.catalog), params, _spec_components(args.method, params))
     with atomic_directory(args.out) as tmp:
         for docs in tqdm(_doc_variants(catalog, args.docs), desc=f"index {catalog.name}/{args.method}"):
             pipeline = build_pipeline(args.method, catalog, params, args.model)
@@ -173,7 +173,7 @@ def _provenance(catalog, params, spec: str, artifacts: dict[str, str] | None = N
     from toolret.evaluation import provenance
     from toolret.registry import parse_spec
 
-    sections = ["evaluation", *parse_spec(spec).sections()]
+    sections = ["evaluation", *parse_spec(spec, params=params).sections()]
     dumped = params.model_dump(mode="json")
     return provenance(catalog, {s: dumped[s] for s in sections if s in dumped}, artifacts)
 
@@ -225,9 +225,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     params = _params(args)
     gates = _parse_gates(args.fail_under)  # malformed gates fail before the (long) evaluation
     ks = [int(k) for k in args.k.split(",")] if args.k else None
-    catalog = _folded(_load_named(args.dataset, params), params, _spec_components(args.method))
+    catalog = _folded(_load_named(args.dataset, params), params, _spec_components(args.method, params))
     # the cleaned documents, where the evaluation or a component (hybrid's dense side) reads them
-    if "cleaned" in {args.docs} | parse_spec(args.method).reads_docs(params) and "cleaned" not in catalog.doc_variants():
+    if "cleaned" in {args.docs} | parse_spec(args.method, params=params).reads_docs(params) and "cleaned" not in catalog.doc_variants():
         from toolret.catalog.cleanup import clean_catalog
 
         catalog, _ = clean_catalog(catalog, **_cleanup_kwargs(params))
@@ -295,7 +295,7 @@ def cmd_evaluate_grid(args: argparse.Namespace) -> None:
         if grid is None:
             raise CatalogError(f"--grid {args.grid!r}: no such params key")
     catalog = _folded(load_catalog(args.catalog), params,
-                      [c for variant in grid.values() for c in _spec_components(variant.method)])
+                      [c for variant in grid.values() for c in _spec_components(variant.method, params)])
     out = Path(args.out)
     results: dict[str, tuple[dict, list]] = {}
     with atomic_directory(out) as tmp:

@@ -153,7 +153,7 @@ def build_pipeline(spec: str | PipelineSpec, catalog: Catalog, params: CoreParam
     """The named / composed pipeline for ``catalog`` (unindexed; learned parts loaded or trained)."""
     from toolret.registry import BuildContext, build_component, parse_spec
 
-    spec = parse_spec(spec) if isinstance(spec, str) else spec
+    spec = parse_spec(spec, params=params) if isinstance(spec, str) else spec
     ctx = BuildContext(catalog, params, model)
     rewriter = build_component(spec.rewriter, ctx) if spec.rewriter else None
     retriever = build_component(spec.retriever, ctx)

@@ -169,7 +169,7 @@ def in_git(*paths: str) -> tuple[dict[str, dict[str, bool]], ...]:
 _REPORTS: dict[str, str] = {}
 _GENERATION_JOBS: dict[str, str] = {}
 _COMPONENTS: dict[str, Component] = {}
-_PIPELINES: dict[str, tuple[PipelineSpec, str]] = {}
+_PIPELINES: dict[str, tuple[str, str]] = {}  # name -> (spec, possibly a ${params} template; description)
 _SECTIONS: dict[str, tuple[type, bool]] = {}
 _STAGES: dict[str, StageTemplate] = {}
 _STAGE_OWNERS: dict[str, str] = {}
@@ -185,8 +185,35 @@ def register_component(component_: Component) -> Component:
 
 
 def register_pipeline(name: str, spec: str, description: str = "") -> None:
-    """A named composition, e.g. ``register_pipeline("reinvoke", "reinvoke-intents+reinvoke-qgen")``."""
-    _PIPELINES[name] = (parse_spec(spec, name=name, allow_named=False), description)
+    """A named composition, e.g. ``register_pipeline("reinvoke", "reinvoke-intents+reinvoke-qgen")``.
+
+    ``spec`` may name a component by a params key, ``"${toolrerank.first_stage}+toolrerank-ce"``: it is
+    resolved against the params :func:`parse_spec` gets (``--set`` overrides included)."""
+    if "${" not in spec:
+        parse_spec(spec, name=name, allow_named=False)  # checked now; a template is checked when resolved
+    _PIPELINES[name] = (spec, description)
+
+
+def resolve_spec_template(spec: str, params: Any = None) -> str:
+    """``spec`` with every ``${section.key}`` replaced by that params value (default: ``params.yaml``)."""
+    import re
+
+    if "${" not in spec:
+        return spec
+    if params is None:
+        from toolret.config import load_params
+
+        params = load_params()
+
+    def value(match: re.Match) -> str:
+        node = params
+        for part in match.group(1).split("."):
+            node = getattr(node, part, None)
+            if node is None:
+                raise CatalogError(f"pipeline {spec!r}: params key {match.group(1)!r} is not set")
+        return str(node)
+
+    return re.sub(r"\$\{([\w.]+)\}", value, spec)
 
 
 def register_section(name: str, model: type, *, staged: bool = False) -> None:
@@ -265,9 +292,10 @@ def components(role: str | None = None) -> list[Component]:
     return [c for n, c in sorted(_COMPONENTS.items()) if role is None or c.role == role]
 
 
-def pipelines() -> dict[str, tuple[PipelineSpec, str]]:
+def pipelines(params: Any = None) -> dict[str, tuple[PipelineSpec, str]]:
+    """Every named pipeline, templates resolved against ``params`` (default ``params.yaml``)."""
     load_plugins()
-    return dict(sorted(_PIPELINES.items()))
+    return {n: (parse_spec(n, params=params), d) for n, (_, d) in sorted(_PIPELINES.items())}
 
 
 def config_sections() -> dict[str, tuple[type, bool]]:
@@ -286,8 +314,9 @@ def available_methods() -> list[str]:
     return sorted(set(_PIPELINES) | set(_COMPONENTS))
 
 
-def parse_spec(spec: str, name: str | None = None, allow_named: bool = True) -> PipelineSpec:
+def parse_spec(spec: str, name: str | None = None, allow_named: bool = True, params: Any = None) -> PipelineSpec:
     """``"reinvoke"`` (a registered pipeline), ``"bm25"`` (a retriever) or ``"a+b+c"`` (a composition).
+    ``params`` resolves a registered pipeline that names a component by a params key (default ``params.yaml``).
 
     Raises:
         CatalogError: an unknown name, or components in the wrong order / roles.
@@ -295,7 +324,7 @@ def parse_spec(spec: str, name: str | None = None, allow_named: bool = True) -> 
     load_plugins()
     spec = spec.strip()
     if allow_named and spec in _PIPELINES:
-        return _PIPELINES[spec][0]
+        return parse_spec(resolve_spec_template(_PIPELINES[spec][0], params), name=spec, allow_named=False)
     parts = [p.strip() for p in spec.split("+")]
     if not all(parts):
         raise CatalogError(f"pipeline {spec!r}: empty component name")
@@ -355,4 +384,5 @@ def write_component_meta(path: Path, name: str, **extra: Any) -> None:
 __all__ = ["BuildContext", "Component", "PipelineSpec", "StageTemplate", "available_methods", "build_component",
            "component", "components", "config_sections", "load_component", "load_plugins", "parse_spec",
            "pipelines", "register_component", "register_pipeline", "register_section", "register_stage",
+           "resolve_spec_template",
            "stage_templates", "write_component_meta"]

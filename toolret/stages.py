@@ -232,7 +232,7 @@ def stage_components(template: StageTemplate, params: Any = None) -> list[str]:
         names += [m for v in template.matrix.values() if isinstance(v, list) for m in v]
     out: list[str] = []
     for n in names:
-        for c in parse_spec(n).components:
+        for c in parse_spec(n, params=params).components:
             if c not in out:
                 out.append(c)
     return out

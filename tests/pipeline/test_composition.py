@@ -146,3 +146,18 @@ def test_one_evaluate_path_for_composed_and_plain(fixture_catalog_dir, tmp_path,
     assert {r["query_id"]: r["ranked"] for r in rows} == {q: ids[:10] for q, ids in expected.items()}
     assert all(r["query"] and len(r["top5_names"]) == min(5, len(r["ranked"])) for r in rows)
     assert any(len(r["ranked"]) < 10 for r in rows)  # bm25 ranks only documents sharing a query term
+
+
+def test_a_registered_pipeline_may_name_its_first_stage_by_a_params_key():
+    from toolret.config import apply_overrides, load_params
+    from toolret.registry import parse_spec, pipelines
+
+    params = load_params()
+    assert parse_spec("toolrerank", params=params).retriever == params.toolrerank.first_stage
+    hybrid = apply_overrides(params, {"toolrerank.first_stage": "hybrid"})
+    assert parse_spec("toolrerank", params=hybrid).components == ["hybrid", "toolrerank-ce"]
+    assert parse_spec("rerank-30", params=hybrid).components == ["hybrid", "ce-top30"]
+    assert pipelines(hybrid)["toolrerank"][0].retriever == "hybrid"
+    wrong = apply_overrides(params, {"toolrerank.first_stage": "ce-top10"})
+    with pytest.raises(CatalogError, match="roles"):
+        parse_spec("toolrerank", params=wrong)

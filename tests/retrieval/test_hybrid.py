@@ -116,3 +116,15 @@ def test_loading_a_hybrid_without_its_sides_names_the_folder(tmp_path):
     shutil.rmtree(tmp_path / "h" / "side1-bm25")
     with pytest.raises(CatalogError, match="side1-bm25"):
         HybridRetriever.load(tmp_path / "h")
+
+
+def test_the_weight_may_be_selected_on_another_catalogues_dev_split():
+    catalog = _catalog()
+    test_only = _catalog()
+    for q in test_only.queries:
+        q.split = "test"
+    sides = [HybridSide(component="bm25", docs="original"), HybridSide(component="bm25", docs="human")]
+    h = HybridRetriever([BM25Retriever(), BM25Retriever()], HybridConfig(sides=sides, depth=8, dev_metric_k=1),
+                        dev_catalog=catalog)
+    h.fit(test_only)
+    assert h.stats["weight_source"] == "dev" and h.stats["dev_dataset"] == "hybrid-fixture" and h.weight < 0.5

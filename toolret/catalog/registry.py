@@ -112,3 +112,20 @@ def load_dataset(name_or_path: str, *, root: str | Path | None = None, beir: Map
         raise CatalogError(f"unknown dataset {name_or_path!r}: not one of {DATASETS}, "
                            f"not in source.beir {sorted(beir)}, and not a BEIR directory")
     return carve_dev_split(catalog, dev_fraction, seed)
+
+
+def load_dataset_for(name: str, params) -> Catalog:
+    """A catalogue a component learns or selects on (``toolrerank.train_dataset``, ``hybrid.dev_dataset``):
+    a curated catalogue directory, else ``data/curated/<name>`` where it is built (a synthetic training
+    catalogue exists only there), else the named dataset loaded from the sources."""
+    from toolret.catalog.io import load_catalog
+    from toolret.config import data_dir, project_dir
+
+    if Path(name).is_dir():
+        return load_catalog(name)
+    curated = data_dir() / "curated" / name
+    if curated.is_dir():
+        return load_catalog(curated)
+    return load_dataset(name, root=params.source.root, beir=params.source.beir, dev_fraction=params.catalog.dev_fraction,
+                        seed=params.catalog.seed, project_dir=project_dir())
+

@@ -4,8 +4,9 @@ Each side is any registered retriever indexing its own document variant (default
 documents the pipeline is indexed on -- ``original`` keeps the parameter and schema terms BM25 matches --
 and ``dense`` over the ``cleaned`` ones, the normalised prose the encoder reads best) and searches ``depth`` candidates; :mod:`toolret.retrieval.fusion`
 merges them. The semantic side's weight ``w`` (the lexical side gets ``1 - w``) is selected on the
-catalogue's dev split when it has one (Recall@5, ties to the weight nearest 0.5), else it is the
-configured ``weight``; ``stats`` says which, with the dev curve.
+catalogue's dev split when it has one -- or on ``dev_dataset``'s (a test-only benchmark's synthetic training
+catalogue) -- (Recall@5, ties to the weight nearest 0.5), else it is the configured ``weight``; ``stats``
+says which, with the dev curve.
 
 Example:
     >>> from toolret.retrieval.bm25 import BM25Retriever
@@ -57,6 +58,9 @@ class HybridConfig(StrictModel):
     depth: int = Field(100, ge=1)  # candidates each side contributes
     weight: float = Field(0.5, ge=0, le=1)  # the second side's weight where no dev split selects it
     select_on_dev: bool = True
+    # select on this catalogue's dev split instead of the evaluated one's (a dataset name, a curated catalogue
+    # or data/curated/<name>: e.g. the synthetic training catalogue of a test-only benchmark)
+    dev_dataset: str | None = None
     weight_grid: list[float] = Field(default_factory=lambda: [round(0.1 * i, 1) for i in range(11)])
     dev_metric_k: int = Field(5, ge=1)
 
@@ -91,8 +95,10 @@ class HybridRetriever:
 
     name = "hybrid"
 
-    def __init__(self, sides: Sequence[Any], config: HybridConfig | None = None, weight: float | None = None) -> None:
+    def __init__(self, sides: Sequence[Any], config: HybridConfig | None = None, weight: float | None = None,
+                 dev_catalog=None) -> None:
         self.config = config or HybridConfig()
+        self.dev_catalog = dev_catalog  # where fit selects the weight (None: the fitted catalogue itself)
         if len(sides) != 2:
             raise ValueError(f"hybrid fuses exactly two retrievers, got {len(sides)}")
         self.sides = list(sides)
@@ -102,16 +108,19 @@ class HybridRetriever:
 
     # ------------------------------------------------------------------ learn / index
     def fit(self, catalog) -> None:
-        """Fit both sides; then select the weight on the dev split (where there is one)."""
+        """Fit both sides; then select the weight on the dev split of ``dev_catalog`` (default: the
+        catalogue itself) where it has one."""
         for side in self.sides:
             side.fit(catalog)
-        dev = catalog.split("dev")
+        selection = self.dev_catalog if self.dev_catalog is not None else catalog
+        dev = selection.split("dev")
         if not (self.config.select_on_dev and dev):
             return
         from toolret.roles import Corpus
 
-        self.index_corpus(Corpus.from_catalog(catalog))
-        self.select_weight([q.text for q in dev], [catalog.gold(q.id) for q in dev])
+        self.index_corpus(Corpus.from_catalog(selection))
+        self.select_weight([q.text for q in dev], [selection.gold(q.id) for q in dev])
+        self.stats["dev_dataset"] = selection.name
 
     def select_weight(self, queries: Sequence[str], gold: Sequence[set[str]]) -> float:
         """The grid weight with the best mean Recall@k on ``queries`` (ties: nearest 0.5, then smallest)."""

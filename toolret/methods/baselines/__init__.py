@@ -71,7 +71,13 @@ def _hybrid(ctx: BuildContext):
 
     config = ctx.params.hybrid
     side_ctx = BuildContext(ctx.catalog, ctx.params)
-    return HybridRetriever([build_component(s.component, side_ctx) for s in config.sides], config)
+    dev_catalog = None
+    if config.dev_dataset and config.select_on_dev:
+        from toolret.catalog.registry import load_dataset_for
+
+        dev_catalog = load_dataset_for(config.dev_dataset, ctx.params)
+    return HybridRetriever([build_component(s.component, side_ctx) for s in config.sides], config,
+                           dev_catalog=dev_catalog)
 
 
 def _load_hybrid(path: Path):

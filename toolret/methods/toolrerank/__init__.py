@@ -5,9 +5,10 @@ Registers (see :mod:`toolret.registry`):
 
 - components ``toolrerank-ce`` (reranker: ToolRerank) and ``ce-top10`` / ``ce-top30`` / ``ce-top50``
   (rerankers: Rerank-m, the same cross-encoder over the first stage's top m);
-- pipelines ``toolrerank`` = ``dense+toolrerank-ce`` and ``rerank-10`` / ``rerank-30`` / ``rerank-50`` =
-  ``dense+ce-topM`` (another first stage: compose, e.g. ``bm25+toolrerank-ce``, and set
-  ``toolrerank.first_stage`` to match: it mines the training negatives and feeds the dev grid);
+- pipelines ``toolrerank`` = ``<first stage>+toolrerank-ce`` and ``rerank-10`` / ``rerank-30`` /
+  ``rerank-50`` = ``<first stage>+ce-topM``, the first stage being ``toolrerank.first_stage`` (the
+  retriever that mined the training negatives and fed the dev grid; ``--set toolrerank.first_stage=bm25``
+  changes all three);
 - the ``toolrerank:`` params section (:class:`config.ToolRerankSection`) and its stages: training on
   ``toolrerank.train_dataset`` (costly; the artifact is kept in git), and on every dataset of
   ``toolrerank_datasets`` the ``toolrerank`` pipeline's index / evaluation and the evaluation grid
@@ -61,12 +62,9 @@ def _trainer(ctx: BuildContext, artifact: Path):
         if name is None or name == ctx.catalog.name:
             catalog = ctx.catalog
         else:
-            from toolret.catalog.registry import load_dataset
-            from toolret.config import project_dir
+            from toolret.catalog.registry import load_dataset_for
 
-            p = ctx.params
-            catalog = load_dataset(name, root=p.source.root, beir=p.source.beir, dev_fraction=p.catalog.dev_fraction,
-                                   seed=p.catalog.seed, project_dir=project_dir())
+            catalog = load_dataset_for(name, ctx.params)
         train_artifact(catalog, cfg, ctx.params, artifact)
 
     return train
@@ -109,8 +107,10 @@ for _m in RERANK_M:
     register_component(Component(f"ce-top{_m}", "reranker", _build(_m), _load, ("toolrerank", "dense"),
                                  f"Rerank-{_m}: the ToolRerank cross-encoder over the first stage's top {_m}",
                                  trains=True, train_dataset=_train_dataset))
-    register_pipeline(f"rerank-{_m}", f"dense+ce-top{_m}", f"Rerank-{_m} baseline (dense first stage)")
-register_pipeline("toolrerank", "dense+toolrerank-ce", "ToolRerank over the dense first stage")
+    register_pipeline(f"rerank-{_m}", "${toolrerank.first_stage}+" + f"ce-top{_m}",
+                      f"Rerank-{_m} baseline over the first stage toolrerank.first_stage")
+register_pipeline("toolrerank", "${toolrerank.first_stage}+toolrerank-ce",
+                  "ToolRerank over the first stage toolrerank.first_stage (the one that mined its training negatives)")
 
 register_report("toolrerank", "toolret.methods.toolrerank.report:write_report")
 
