@@ -69,7 +69,7 @@ def cmd_catalog_build(args: argparse.Namespace) -> None:
     catalog = _load_named(args.dataset, _params(args))
     report = validate_catalog(catalog)
     if not report.success:
-        raise CatalogError(f"dataset {args.dataset!r} failed validation; nothing written:\n{report.message}")
+        raise CatalogError(f"dataset {args.dataset!r} failed validation; nothing written:\n{report.summary()}")
     save_catalog(catalog, args.out)
     print(json.dumps(catalog.stats()))
 
@@ -101,9 +101,29 @@ def cmd_catalog_synthesize(args: argparse.Namespace) -> None:
     catalog = synthesize(source, per_tool, spec, args.name, job)
     report = validate_catalog(catalog)
     if not report.success:
-        raise CatalogError(f"synthetic catalogue {args.name!r} failed validation; nothing written:\n{report.message}")
+        raise CatalogError(f"synthetic catalogue {args.name!r} failed validation; nothing written:\n{report.summary()}")
     save_catalog(catalog, args.out)
     print(json.dumps({k: v for k, v in catalog.provenance["synthetic"].items() if not isinstance(v, list)}))
+
+
+def cmd_import_openapi(args: argparse.Namespace) -> None:
+    """A curated catalogue of an OpenAPI 3 file: one tool per operation (toolret.catalog.importers.openapi)."""
+    from toolret.catalog.importers.openapi import import_openapi
+    from toolret.catalog.io import save_catalog
+
+    catalog = import_openapi(args.spec, name=args.name, queries=args.queries)
+    save_catalog(catalog, args.out)
+    print(json.dumps({**catalog.stats(), "purpose": catalog.provenance["purpose"], "out": args.out}))
+
+
+def cmd_import_mcp(args: argparse.Namespace) -> None:
+    """A curated catalogue of a running MCP server's tools (toolret.catalog.importers.mcp)."""
+    from toolret.catalog.importers.mcp import import_mcp
+    from toolret.catalog.io import save_catalog
+
+    catalog = import_mcp(args.server_command, args.url, name=args.name, queries=args.queries, timeout_s=args.timeout)
+    save_catalog(catalog, args.out)
+    print(json.dumps({**catalog.stats(), "purpose": catalog.provenance["purpose"], "out": args.out}))
 
 
 def _cleanup_kwargs(params) -> dict[str, Any]:
@@ -473,6 +493,25 @@ def build_parser() -> argparse.ArgumentParser:
     sy.add_argument("--catalog", required=True, help="the source curated catalogue (data/curated/<source>)")
     sy.add_argument("--out", required=True)
     sy.set_defaults(func=cmd_catalog_synthesize)
+    queries_help = ("JSONL of judged queries, {\"_id\", \"text\", \"gold\": [tool ids]} per line: the test split "
+                    "(without: a serving-only catalogue, indexable and servable, not evaluable)")
+    iop = sub.add_parser("import-openapi", help="a curated catalogue of an OpenAPI 3 file (JSON or YAML): one tool "
+                        "per operation, with its input schema")
+    iop.add_argument("--spec", required=True, help="the OpenAPI 3 file")
+    iop.add_argument("--out", required=True, help="the catalogue directory to write")
+    iop.add_argument("--name", help="catalogue name (default: from info.title)")
+    iop.add_argument("--queries", help=queries_help)
+    iop.set_defaults(func=cmd_import_openapi)
+    im = sub.add_parser("import-mcp", help="a curated catalogue of a running MCP server's tools (tools/list)")
+    target = im.add_mutually_exclusive_group(required=True)
+    target.add_argument("--command", dest="server_command", metavar="\"CMD ARGS\"",
+                        help="launch this MCP server and speak to it over stdio")
+    target.add_argument("--url", help="an MCP server's streamable HTTP endpoint, e.g. http://127.0.0.1:8000/mcp")
+    im.add_argument("--out", required=True, help="the catalogue directory to write")
+    im.add_argument("--name", help="catalogue name (default: from the server's name)")
+    im.add_argument("--queries", help=queries_help)
+    im.add_argument("--timeout", type=float, default=120, help="seconds to wait for the server's tool list")
+    im.set_defaults(func=cmd_import_mcp)
 
     def overrides(sp):
         sp.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",

@@ -147,3 +147,21 @@ def test_frames_shape(good):
     assert len(frames["docs"]) == sum(len(t.docs) for t in good.tools)
     assert len(frames["qrels"]) == sum(len(r) for r in good.qrels.values())
     assert frames["qrels"]["tool_exists"].all() and frames["qrels"]["query_exists"].all()
+
+
+def test_catalog_build_refuses_a_catalogue_failing_validation_naming_the_query(tmp_path, capsys):
+    """A catalogue the loader accepts but validation rejects (a test query judged only with relevance 0)
+    is refused with the failed checks in the message, and nothing is written."""
+    from make_fixture import write_fixture_catalog
+
+    from toolret.cli import main
+
+    src = write_fixture_catalog(tmp_path / "fx")
+    with open(src / "queries.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps({"_id": "q-nogold", "text": "a query nothing answers"}) + "\n")
+    with open(src / "qrels" / "test.tsv", "a", encoding="utf-8") as f:
+        f.write("q-nogold\tt000\t0\n")
+    assert main(["catalog", "build", "--dataset", str(src), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "failed validation" in err and "test.has_gold" in err and "q-nogold" in err
+    assert not (tmp_path / "out").exists()

@@ -17,7 +17,8 @@ queries.length          error     1 <= len(query) <= 2,000 characters
 queries.known_split     error     split is train/dev/test
 splits.disjoint         error     a query id belongs to one split only
 splits.test_present     error     there are test queries (``splits.train_present``: train queries, for a
-                                  training-only catalogue: ``provenance["purpose"] == "training"``)
+                                  training-only catalogue: ``provenance["purpose"] == "training"``; no split
+                                  check for a serving catalogue, ``"serving"``: see ``model.PURPOSES``)
 splits.no_text_leak     warning   no test/dev query has the same text as a train query
 qrels.known_tools       error     every judged tool exists
 qrels.known_queries     error     every judged query exists
@@ -41,7 +42,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from toolret.catalog.model import DOC_VARIANTS, SPLITS, Catalog, CatalogError
+from toolret.catalog.model import DOC_VARIANTS, SPLITS, Catalog, CatalogError, required_split
 
 MAX_DOC_CHARS = 20_000
 MAX_QUERY_CHARS = 2_000
@@ -152,12 +153,18 @@ def catalog_frames(catalog: Catalog) -> dict[str, Any]:
     return {"tools": tools, "docs": docs, "queries": queries, "query_splits": query_splits, "qrels": qrels}
 
 
-def _checks(frames: dict[str, Any], required_split: str = "test") -> list[dict[str, Any]]:
+def _checks(frames: dict[str, Any], required_split: str | None = "test") -> list[dict[str, Any]]:
     """Declarative check list: name, frame, id column, severity, description, GX expectation factory.
-    ``required_split``: the split the catalogue must have (``test``; ``train`` for a training-only one)."""
+    ``required_split``: the split the catalogue must have (``test``; ``train`` for a training-only one;
+    ``None`` for a serving one: no split check)."""
     import great_expectations.expectations as gxe
     from great_expectations.expectations.row_conditions import Column
 
+    split_present = [
+        dict(name=f"splits.{required_split}_present", frame="queries", id=None, severity="error", what="queries",
+             description=f"the catalog has {required_split} queries",
+             exp=gxe.ExpectColumnDistinctValuesToContainSet(column="split", value_set=[required_split])),
+    ] if required_split else []
     return [
         dict(name="tools.present", frame="tools", id=None, severity="error", what="tools",
              description="the catalog has at least one tool",
@@ -191,9 +198,7 @@ def _checks(frames: dict[str, Any], required_split: str = "test") -> list[dict[s
         dict(name="splits.disjoint", frame="query_splits", id="query_id", severity="error", what="query ids",
              description="a query id belongs to one split only", problem="appear in more than one split",
              exp=gxe.ExpectColumnValuesToBeUnique(column="query_id")),
-        dict(name=f"splits.{required_split}_present", frame="queries", id=None, severity="error", what="queries",
-             description=f"the catalog has {required_split} queries",
-             exp=gxe.ExpectColumnDistinctValuesToContainSet(column="split", value_set=[required_split])),
+        *split_present,
         dict(name="splits.no_text_leak", frame="queries", id="query_id", severity="warning", what="test/dev queries",
              description="no test/dev query has the same text (case/space-insensitive) as a train query",
              problem="have the same text as a train query",
@@ -257,7 +262,7 @@ def validate_catalog(catalog: Catalog) -> ValidationReport:
     import great_expectations as gx
 
     frames = catalog_frames(catalog)
-    checks = _checks(frames, "train" if catalog.provenance.get("purpose") == "training" else "test")
+    checks = _checks(frames, required_split(catalog.provenance))
     context = gx.get_context(mode="ephemeral")
     try:
         context.variables.progress_bars = gx.data_context.types.base.ProgressBarsConfig(globally=False)

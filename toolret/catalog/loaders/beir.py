@@ -1,5 +1,9 @@
 """BEIR-layout loader: ``corpus.jsonl``, ``queries.jsonl``, ``qrels/test.tsv`` (+ optional train/dev).
 
+Which qrels file is required follows ``catalog.json: provenance.purpose`` (:data:`toolret.catalog.model.
+PURPOSES`): ``qrels/test.tsv`` by default, ``qrels/train.tsv`` for ``training``, none (and no
+``queries.jsonl``) for ``serving``.
+
 Reads both third-party BEIR directories (bring your own catalogue) and toolret's curated catalogs
 (recognised by ``metadata.toolret``). Integrity is enforced while reading: duplicate ids, empty or
 non-UTF-8 text, oversized fields and qrels that reference unknown queries or tools are rejected with
@@ -12,7 +16,7 @@ import json
 from pathlib import Path
 
 from toolret.catalog.loaders._read import iter_jsonl, read_qrels, require_text
-from toolret.catalog.model import SPLITS, Catalog, CatalogError, Query, Tool
+from toolret.catalog.model import SPLITS, Catalog, CatalogError, Query, Tool, required_split
 
 
 def load_beir(directory: str | Path, name: str | None = None) -> Catalog:
@@ -21,12 +25,17 @@ def load_beir(directory: str | Path, name: str | None = None) -> Catalog:
         raise CatalogError(f"{directory}: not a directory (expected BEIR layout: corpus.jsonl, queries.jsonl, qrels/test.tsv)")
     meta_path = directory / "catalog.json"
     meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
-    # a training-only catalogue (toolret.catalog.synthetic) has train/dev qrels and no test split
-    qrels_required = "qrels/train.tsv" if (meta.get("provenance") or {}).get("purpose") == "training" else "qrels/test.tsv"
-    for required in ("corpus.jsonl", "queries.jsonl", qrels_required):
+    # provenance.purpose (model.PURPOSES) names the split required: test (evaluation, the default), train (a
+    # training-only catalogue, toolret.catalog.synthetic) or none (a serving catalogue: corpus only, imported
+    # by toolret.catalog.importers without queries)
+    try:
+        split_required = required_split(meta.get("provenance"))
+    except CatalogError as e:
+        raise CatalogError(f"{meta_path}: {e}") from None
+    needed = ["corpus.jsonl"] + (["queries.jsonl", f"qrels/{split_required}.tsv"] if split_required else [])
+    for required in needed:
         if not (directory / required).is_file():
-            raise CatalogError(f"{directory / required}: missing (BEIR layout needs corpus.jsonl, queries.jsonl, "
-                               f"{qrels_required})")
+            raise CatalogError(f"{directory / required}: missing (BEIR layout needs {', '.join(needed)})")
 
     tools: list[Tool] = []
     seen: dict[str, int] = {}
@@ -60,7 +69,7 @@ def load_beir(directory: str | Path, name: str | None = None) -> Catalog:
 
     queries_path = directory / "queries.jsonl"
     query_text: dict[str, tuple[str, str | None, int]] = {}
-    for lineno, obj in iter_jsonl(queries_path):
+    for lineno, obj in iter_jsonl(queries_path) if queries_path.is_file() else ():
         where = f"{queries_path}:{lineno}"
         qid = require_text(obj, "_id", where)
         where = f"{where} (query _id={qid!r})"
