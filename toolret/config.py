@@ -108,11 +108,17 @@ class CoreParams(StrictModel):
     datasets: list[str] = Field(default_factory=list)
     finetune_datasets: list[str] = Field(default_factory=list)  # datasets with a train split to learn on
     methods: list[str] = Field(default_factory=lambda: ["bm25", "dense"])  # evaluated on every dataset
+    # method packages outside toolret/methods (module names, imported before this file is validated, so
+    # their sections validate; see toolret.registry.import_plugins)
+    plugins: list[str] = Field(default_factory=list)
     catalog: CatalogConfig = Field(default_factory=CatalogConfig)
     cleanup: CleanupConfig = Field(default_factory=CleanupConfig)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
     synthetic: dict[str, SyntheticSpec] = Field(default_factory=dict)  # training catalogues from tool documents
+    # evaluated dataset -> the dataset its learning components (dense-ft, COLT ...) train on, for a test-only
+    # benchmark (e.g. a ToolBench group -> its synthetic training catalogue); unlisted: the dataset itself
+    trained_on: dict[str, str] = Field(default_factory=dict)
 
 
 _MODELS: dict[tuple, type[CoreParams]] = {}
@@ -147,7 +153,13 @@ def _format_error(err: ValidationError, source: str) -> str:
 
 
 def validate_params(data: dict[str, Any] | None, source: str = "params") -> CoreParams:
-    """Validate a params mapping; a :class:`ConfigError` names every bad key and ``source``."""
+    """Validate a params mapping; a :class:`ConfigError` names every bad key and ``source``. The plugins
+    it names (``plugins:``, a list of module names) are imported first: their sections validate."""
+    plugins = data.get("plugins") if isinstance(data, dict) else None
+    if isinstance(plugins, list) and all(isinstance(p, str) for p in plugins):  # else validation reports it
+        from toolret.registry import import_plugins
+
+        import_plugins(plugins, f"{source}: plugins")
     try:
         return params_model().model_validate(data or {})
     except ValidationError as e:

@@ -11,11 +11,17 @@ A method is one folder under ``toolret/methods/<name>/`` whose ``__init__`` regi
 
 On the command line any registered pipeline name, component name or ``+``-joined composition
 (``[rewriter+]retriever[+reranker...]``, e.g. ``reinvoke-intents+bm25``) names what to evaluate.
+
+A method package outside the ``toolret`` tree (a *plugin*) registers itself with the same calls; it is
+imported by module name (importable from ``sys.path`` or the project directory) when named by
+``$TOOLRET_PLUGINS`` (comma-separated) or by the ``plugins:`` list of ``params.yaml`` -- see
+:func:`load_plugins` and :func:`import_plugins`.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,6 +50,12 @@ class BuildContext:
         from toolret.config import data_dir
 
         return data_dir() / group / self.catalog.name
+
+    @property
+    def training_name(self) -> str:
+        """The dataset a learning component of this catalogue trains on: ``params.trained_on`` maps a
+        test-only benchmark to one (its synthetic training catalogue); else the catalogue itself."""
+        return (getattr(self.params, "trained_on", None) or {}).get(self.catalog.name, self.catalog.name)
 
 
 @dataclass(frozen=True)
@@ -77,10 +89,13 @@ class Component:
     reads_docs: Callable[[Any], tuple[str, ...]] | None = None
 
     def learns_from(self, catalog_name: str, params: Any) -> bool:
-        """Whether ``fit`` learns from this catalogue's own train split."""
+        """Whether ``fit`` learns from this catalogue's own train split (not from its own
+        ``train_dataset(params)``, nor from ``params.trained_on[catalog_name]``)."""
         if not self.trains:
             return False
         other = self.train_dataset(params) if self.train_dataset is not None else None
+        if other is None:
+            other = (getattr(params, "trained_on", None) or {}).get(catalog_name)
         return other is None or other == catalog_name
 
     @property
@@ -173,7 +188,9 @@ _PIPELINES: dict[str, tuple[str, str]] = {}  # name -> (spec, possibly a ${param
 _SECTIONS: dict[str, tuple[type, bool]] = {}
 _STAGES: dict[str, StageTemplate] = {}
 _STAGE_OWNERS: dict[str, str] = {}
+_PLUGINS: dict[str, str] = {}  # imported plugin module -> where it was configured
 _loaded = False
+PLUGINS_ENV = "TOOLRET_PLUGINS"
 
 
 def register_component(component_: Component) -> Component:
@@ -268,16 +285,67 @@ def generation_jobs() -> list[str]:
 
 
 def load_plugins() -> None:
-    """Import ``toolret.methods.*`` so every method registers itself (cheap: heavy imports are lazy)."""
+    """Import ``toolret.methods.*`` so every method registers itself (cheap: heavy imports are lazy), then
+    the plugins (:func:`import_plugins`): on the first call those of the project ``params.yaml``'s
+    ``plugins:`` list (the raw key, read before any validation), then those of ``$TOOLRET_PLUGINS``
+    (comma-separated, read on every call). A params file validated later imports its own ``plugins:``
+    first (:func:`toolret.config.validate_params`): a plugin's sections are always registered before the
+    params naming them are validated."""
     global _loaded
-    if _loaded:
-        return
-    import toolret.methods as methods_pkg
-    import toolret.stages  # noqa: F401  (core stage templates and sections)
+    if not _loaded:
+        import toolret.methods as methods_pkg
+        import toolret.stages  # noqa: F401  (core stage templates and sections)
 
-    for info in sorted(pkgutil.iter_modules(methods_pkg.__path__), key=lambda i: i.name):
-        importlib.import_module(f"toolret.methods.{info.name}")
-    _loaded = True
+        for info in sorted(pkgutil.iter_modules(methods_pkg.__path__), key=lambda i: i.name):
+            importlib.import_module(f"toolret.methods.{info.name}")
+        from toolret.config import read_params_file
+
+        data, path = read_params_file()
+        if isinstance(data.get("plugins"), list):  # another type: validation names the bad key
+            import_plugins(data["plugins"], f"{path}: plugins")
+        _loaded = True
+    import_plugins(os.environ.get(PLUGINS_ENV, ""), f"${PLUGINS_ENV}")
+
+
+def import_plugins(modules: str | list[str] | tuple[str, ...], source: str) -> None:
+    """Import plugin method packages (module names; a string is comma-separated) configured in ``source``.
+
+    A plugin is a module outside ``toolret/methods`` registering components, pipelines, sections and stage
+    templates with this module's ``register_*`` calls, exactly like a built-in method package. It is
+    imported from ``sys.path``, the project directory appended to it; a module already imported is
+    skipped, so naming a plugin twice (``$TOOLRET_PLUGINS`` and ``params.yaml``) is harmless.
+
+    Raises:
+        CatalogError: a module that cannot be found, naming it and ``source``.
+    """
+    import sys
+
+    from toolret.config import project_dir
+
+    names = modules.split(",") if isinstance(modules, str) else list(modules)
+    for name in (str(n).strip() for n in names):
+        if not name or name in _PLUGINS:
+            continue
+        root = str(project_dir())
+        if root not in sys.path:
+            sys.path.append(root)
+        _PLUGINS[name] = source
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            del _PLUGINS[name]
+            if e.name and (name == e.name or name.startswith(e.name + ".")):
+                raise CatalogError(f"plugin module {name!r} (configured in {source}) not found: not importable "
+                                   f"from sys.path or the project directory {root}") from None
+            raise
+        except BaseException:
+            del _PLUGINS[name]
+            raise
+
+
+def plugin_modules() -> dict[str, str]:
+    """The imported plugin modules, each with where it was configured."""
+    return dict(_PLUGINS)
 
 
 def component(name: str) -> Component:
@@ -382,7 +450,8 @@ def write_component_meta(path: Path, name: str, **extra: Any) -> None:
 
 
 __all__ = ["BuildContext", "Component", "PipelineSpec", "StageTemplate", "available_methods", "build_component",
-           "component", "components", "config_sections", "load_component", "load_plugins", "parse_spec",
+           "component", "components", "config_sections", "import_plugins", "load_component", "load_plugins",
+           "parse_spec", "plugin_modules",
            "pipelines", "register_component", "register_pipeline", "register_section", "register_stage",
            "resolve_spec_template",
            "stage_templates", "write_component_meta"]

@@ -5,9 +5,10 @@ evaluate) are registered here; methods register theirs in their own package. ``t
 writes ``dvc.yaml``; a test checks the committed file is what the registry generates.
 
 Code deps: a stage's command runs one function (``StageTemplate.entry``, e.g.
-``toolret.cli:cmd_index``). Its deps are the source files of every ``toolret`` module the function
-imports, transitively (imports anywhere in a module count, including the lazy ones inside
-functions), plus package ``__init__`` files on the way, the module that registered the stage and the
+``toolret.cli:cmd_index``). Its deps are the source files of every ``toolret`` module (and module of
+an imported plugin package, :func:`toolret.registry.import_plugins`) the function imports, transitively
+(imports anywhere in a module count, including the lazy ones inside functions), plus package
+``__init__`` files on the way, the module that registered the stage and the
 code of the components it builds. Other methods' registration modules are not deps: the registry
 imports them at run time, but they cannot change this stage's outputs (a broken one fails the command
 loudly), so adding or editing a method reruns only its own stages. Editing any file a stage executes
@@ -124,12 +125,29 @@ register_index_and_evaluate(
 
 
 # ------------------------------------------------------------------------------ import graph
+def _package_roots() -> dict[str, Path]:
+    """Top-level package -> the directory it is imported from: ``toolret`` (:data:`ROOT`) and the package of
+    every imported plugin (:func:`toolret.registry.import_plugins`), whose modules are code deps too."""
+    import sys
+
+    from toolret.registry import plugin_modules
+
+    roots = {PACKAGE: ROOT}
+    for name in plugin_modules():
+        origin = getattr(sys.modules.get(name), "__file__", None)
+        if origin:
+            path, depth = Path(origin).resolve(), len(name.split("."))
+            roots.setdefault(name.split(".")[0], path.parents[depth if path.name == "__init__.py" else depth - 1])
+    return roots
+
+
 def module_file(module: str) -> Path | None:
-    """Source file of a ``toolret`` module (package -> its ``__init__.py``); ``None`` if it is not one."""
-    if module != PACKAGE and not module.startswith(PACKAGE + "."):
+    """Source file of a ``toolret`` or plugin module (package -> its ``__init__.py``); ``None`` if neither."""
+    base = _package_roots().get(module.partition(".")[0])
+    if base is None:
         return None
     rel = Path(*module.split("."))
-    for candidate in (ROOT / rel / "__init__.py", ROOT / rel.with_suffix(".py")):
+    for candidate in (base / rel / "__init__.py", base / rel.with_suffix(".py")):
         if candidate.is_file():
             return candidate
     return None
@@ -249,7 +267,18 @@ def code_deps(template: StageTemplate, params: Any = None) -> list[str]:
     entry_module = template.entry.partition(":")[0]
     files = (import_closure(entry_imports(template.entry) | packages)
              | import_closure([entry_module, *registration_modules(template)], toplevel_only=True))
-    return sorted(p.relative_to(ROOT).as_posix() for p in files if p is not None)
+    return sorted(_dep_path(p) for p in files if p is not None)
+
+
+def _dep_path(path: Path) -> str:
+    """A code dep as ``dvc.yaml`` names it: relative to the repository (``toolret/...``), else to the project
+    directory (a plugin kept there), else absolute."""
+    from toolret.config import project_dir
+
+    for base in (ROOT, project_dir().resolve()):
+        if path.is_relative_to(base):
+            return path.relative_to(base).as_posix()
+    return path.as_posix()
 
 
 # ------------------------------------------------------------------------------ dvc.yaml

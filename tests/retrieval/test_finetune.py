@@ -140,3 +140,28 @@ def test_lora_finetune_is_a_small_adapter_that_loads_over_its_base_and_learns(fi
         return scores["metrics"]["ndcg@5"]
 
     assert train_ndcg(str(model)) > train_ndcg("all-MiniLM-L6-v2")
+
+
+def test_a_test_only_dataset_trains_dense_ft_on_the_dataset_trained_on_maps_it_to(fixture_catalog_dir, tmp_path,
+                                                                                  monkeypatch):
+    """``trained_on: {bench: train_dir}``: dense-ft for a benchmark without a train split trains on the other
+    catalogue, stores the model under its name, is not k-folded, and never reads the benchmark's queries."""
+    import shutil
+
+    from toolret.cli import main
+
+    monkeypatch.setenv("TOOLRET_PROJECT_DIR", str(tmp_path))
+    bench = tmp_path / "bench"
+    shutil.copytree(fixture_catalog_dir, bench)
+    (bench / "qrels" / "train.tsv").unlink()  # test-only: its train queries vanish with their qrels
+    (tmp_path / "params.yaml").write_text(
+        f"finetune: {{epochs: 1, batch_size: 8, max_seq_length: 32, eval_steps: 0}}\n"
+        f"trained_on: {{bench: {fixture_catalog_dir}}}\n")
+    args = ["--params", str(tmp_path / "params.yaml"), "evaluate", "--dataset", str(bench), "--method", "dense-ft",
+            "--k", "5", "--output", str(tmp_path / "r.json")]
+    assert main(args) == 0
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["n_queries"] == 20  # every test query: not k-folded
+    report = json.loads((tmp_path / "data" / "models" / fixture_catalog_dir.name / "dense-ft" / "finetune.json").read_text())
+    assert report["n_train_pairs"] > 0
+    assert not (tmp_path / "data" / "models" / "bench").exists()

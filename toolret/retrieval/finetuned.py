@@ -9,6 +9,7 @@ and refuses it when its recorded inputs differ from the current params and data 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from toolret.catalog.model import Catalog, CatalogError
@@ -23,8 +24,10 @@ class FinetunedDenseRetriever(DenseRetriever):
     name = "dense-ft"
 
     def __init__(self, artifact: str | Path, finetune: FinetuneConfig | None = None,
-                 dense: DenseConfig | None = None) -> None:
+                 dense: DenseConfig | None = None, training_catalog: Callable[[], Catalog] | None = None) -> None:
         self.artifact = Path(artifact)
+        # where fit learns (a loader: called only when fitting): None = the catalogue fit is given
+        self._training_catalog = training_catalog
         self.finetune_config = finetune or FinetuneConfig()
         dense = dense or DenseConfig()
         super().__init__(dense.replace(model=str(self.artifact / "model"),
@@ -35,7 +38,10 @@ class FinetunedDenseRetriever(DenseRetriever):
         return (self.artifact / "model").is_dir()
 
     def fit(self, catalog: Catalog) -> None:
-        """Train on ``catalog``'s train split unless the artifact exists (and was made from these inputs)."""
+        """Train on ``catalog``'s train split (or the training catalogue's, where one was given) unless the
+        artifact exists (and was made from these inputs)."""
+        if self._training_catalog is not None:
+            catalog = self._training_catalog()
         if not catalog.split("train"):
             raise CatalogError(f"dense-ft: dataset {catalog.name!r} has no training split to fine-tune on")
         from toolret.retrieval.finetune import artifact_key, finetune

@@ -10,6 +10,7 @@ stage.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from toolret.registry import (BuildContext, Component, StageTemplate, in_git, register_component, register_section,
                               register_stage)
@@ -17,6 +18,9 @@ from toolret.retrieval.bm25 import BM25Config
 from toolret.retrieval.dense import DenseConfig
 from toolret.retrieval.finetune import FinetuneConfig
 from toolret.retrieval.hybrid import HybridConfig
+
+if TYPE_CHECKING:
+    from toolret.catalog.model import Catalog
 
 register_section("bm25", BM25Config)
 register_section("dense", DenseConfig)
@@ -50,12 +54,21 @@ def _load_dense(path: Path):
 
 
 def _dense_ft(ctx: BuildContext):
-    """``ctx.model`` (default ``data/models/<dataset>/dense-ft``) is the fine-tune artifact folder; ``fit``
-    trains it on the catalogue's train split when absent and never modifies it when present."""
+    """``ctx.model`` (default ``data/models/<training dataset>/dense-ft``, the training dataset being
+    ``params.trained_on[dataset]`` or the dataset) is the fine-tune artifact folder; ``fit`` trains it on the
+    training dataset's train split when absent and never modifies it when present."""
+    from toolret.config import data_dir
     from toolret.retrieval.finetuned import FinetunedDenseRetriever
 
-    folder = Path(ctx.model) if ctx.model else ctx.artifact_dir("models") / "dense-ft"
-    return FinetunedDenseRetriever(folder, ctx.params.finetune.resolved(ctx.params.dense), ctx.params.dense)
+    folder = Path(ctx.model) if ctx.model else data_dir() / "models" / Path(ctx.training_name).name / "dense-ft"
+    training = None
+    if ctx.training_name != ctx.catalog.name:
+        from toolret.catalog.registry import load_dataset_for
+
+        def training() -> Catalog:
+            return load_dataset_for(ctx.training_name, ctx.params)
+    return FinetunedDenseRetriever(folder, ctx.params.finetune.resolved(ctx.params.dense), ctx.params.dense,
+                                   training_catalog=training)
 
 
 def _load_dense_ft(path: Path):
