@@ -54,3 +54,12 @@ def test_overrides_are_validated():
     assert p.bm25.k1 == 0.9 and p.reinvoke.n_queries == 12 and p.reinvoke.generate_queries == 12
     with pytest.raises(ConfigError, match="bm25.k9"):
         apply_overrides(p, ["bm25.k9=1"])
+
+
+def test_a_synthetic_catalogue_whose_source_is_not_built_is_an_error():
+    from toolret.config import ConfigError, validate_params
+
+    good = {"datasets": ["toollens"], "synthetic": {"syn": {"source": "toollens"}}}
+    assert validate_params(good).synthetic["syn"].source == "toollens"
+    with pytest.raises(ConfigError, match="syn.*toolbench-g1-instruction.*not in `datasets`"):
+        validate_params({"datasets": ["toollens"], "synthetic": {"syn": {"source": "toolbench-g1-instruction"}}})

@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
 from toolret.catalog.model import CatalogError
 
@@ -119,6 +119,15 @@ class CoreParams(StrictModel):
     # evaluated dataset -> the dataset its learning components (dense-ft, COLT ...) train on, for a test-only
     # benchmark (e.g. a ToolBench group -> its synthetic training catalogue); unlisted: the dataset itself
     trained_on: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _synthetic_sources_are_built(self):
+        """A synthetic catalogue is made from a curated one: its source must be among ``datasets``."""
+        missing = {name: spec.source for name, spec in self.synthetic.items() if spec.source not in self.datasets}
+        if missing:
+            raise ValueError(f"synthetic catalogues {missing} name a source that is not in `datasets` (its curated "
+                             "catalogue would never be built); add it there or remove the synthetic entry")
+        return self
 
 
 _MODELS: dict[tuple, type[CoreParams]] = {}
