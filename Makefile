@@ -66,6 +66,7 @@ TOOLBENCH_GROUPS := g1-instruction g1-category g1-tool g2-instruction g2-categor
 generate: setup
 	for g in $(TOOLBENCH_GROUPS); do $(BIN)/toolret generate-shards --job reinvoke-intents --dataset toolbench-$$g --commit || exit 1; done
 	$(BIN)/toolret generate-shards --job reinvoke-queries --dataset toolbench-g1-instruction --n 5 --commit
+	$(BIN)/toolret generate-shards --job synthetic-multi-api --dataset toolbench-g1-instruction --commit
 	$(BIN)/toolret generate-shards --job reinvoke-queries --dataset toolbench-g1-instruction --n 10 --commit
 
 # dvc.yaml is generated from the registry's stage templates and params.yaml

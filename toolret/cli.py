@@ -89,7 +89,7 @@ def cmd_catalog_clean(args: argparse.Namespace) -> None:
 def cmd_catalog_synthesize(args: argparse.Namespace) -> None:
     """A training catalogue from a curated one and its committed per-tool generations (``synthetic.<name>``)."""
     from toolret.catalog.io import load_catalog, save_catalog
-    from toolret.catalog.synthetic import stored_tool_queries, synthesize
+    from toolret.catalog.synthetic import stored_group_queries, stored_tool_queries, synthesize
     from toolret.catalog.validation import validate_catalog
 
     params = _params(args)
@@ -98,7 +98,7 @@ def cmd_catalog_synthesize(args: argparse.Namespace) -> None:
     spec = params.synthetic[args.name]
     source = load_catalog(args.catalog)
     per_tool, job = stored_tool_queries(source, params, spec.job, spec.n)
-    catalog = synthesize(source, per_tool, spec, args.name, job)
+    catalog = synthesize(source, per_tool, spec, args.name, job, stored_group_queries(source, params, spec))
     report = validate_catalog(catalog)
     if not report.success:
         raise CatalogError(f"synthetic catalogue {args.name!r} failed validation; nothing written:\n{report.summary()}")

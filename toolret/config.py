@@ -98,6 +98,11 @@ class SyntheticSpec(StrictModel):
     dev_fraction: float = Field(0.05, ge=0, lt=1)  # of the seen tools' queries
     filter: Literal["none", "bm25"] = "none"  # consistency filtering: keep a query whose API BM25 ranks high
     filter_depth: int = Field(10, ge=1)
+    # multi-API queries: seeded groups of 2-3 APIs of one parent tool and of 2-3 tools of one category (one
+    # API each), one request written per group by `multi_job` (0 = none)
+    multi_tool_groups: int = Field(0, ge=0)
+    multi_category_groups: int = Field(0, ge=0)
+    multi_job: str = "synthetic-multi-api"
     seed: int = 13
 
 

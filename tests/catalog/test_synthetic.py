@@ -108,3 +108,41 @@ def test_a_saved_training_catalogue_loads_without_a_test_split(tmp_path):
     again = load_catalog(tmp_path / "syn")
     assert again.name == "syn" and len(again.split("train")) == len(cat.split("train")) > 0
     assert not (tmp_path / "syn" / "qrels" / "test.tsv").exists()
+
+
+def test_multi_api_groups_come_from_one_tool_or_one_category_and_are_seeded():
+    from toolret.catalog.synthetic import multi_api_groups
+
+    src = _source()
+    spec = SyntheticSpec(source="src", multi_tool_groups=20, multi_category_groups=20, seed=3)
+    groups = multi_api_groups(src, spec)
+    assert groups == multi_api_groups(src, spec)
+    by_id = {t.id: t for t in src.tools}
+    tool_groups = [g for g in groups if len({by_id[t].tool for t in g}) == 1]
+    cat_groups = [g for g in groups if len({by_id[t].tool for t in g}) > 1]
+    assert tool_groups and cat_groups and len(tool_groups) + len(cat_groups) == len(groups) <= 40
+    assert all(2 <= len(g) <= 3 and len(set(g)) == len(g) for g in groups)
+    assert all(len({by_id[t].category for t in g}) == 1 for g in cat_groups)  # one category, distinct tools
+    assert all(len({by_id[t].tool for t in g}) == len(g) for g in cat_groups)
+    assert len(set(groups)) == len(groups)
+
+
+def test_multi_api_queries_have_every_group_api_as_gold_and_held_out_groups_stay_in_dev():
+    from toolret.catalog.synthetic import multi_api_groups
+
+    src = _source()
+    spec = SyntheticSpec(source="src", n=1, holdout_categories=0.2, holdout_tools=0.0, dev_fraction=0.0,
+                         multi_tool_groups=15, multi_category_groups=15)
+    groups = multi_api_groups(src, spec)
+    per_group = [(g, [f"do {' and '.join(g)}"]) for g in groups]
+    cat = synthesize(src, _per_tool(src, n=1), spec, "syn", per_group=per_group)
+    info = cat.provenance["synthetic"]
+    held = set(info["held_out_categories"])
+    by_id = {t.id: t for t in src.tools}
+    multi = [q for q in cat.queries if q.id.startswith("syn-multi")]
+    assert len(multi) == len(groups) == info["multi_api"] == info["generated_multi_api"]
+    for q in multi:
+        gold = cat.gold(q.id)
+        assert gold == set(groups[int(q.id.split("multi")[1].split("-")[0])])
+        unseen = any(by_id[t].category in held for t in gold)
+        assert q.split == ("dev" if unseen else "train"), q.id

@@ -40,6 +40,36 @@ def holdout_tools(catalog: Catalog, spec: SyntheticSpec) -> tuple[set[str], set[
     return held_cats, held_tools, held_apis
 
 
+def multi_api_groups(catalog: Catalog, spec: SyntheticSpec) -> list[tuple[str, ...]]:
+    """Seeded API groups a multi-API request is written for, sampled without regard to any test query:
+    ``multi_tool_groups`` of 2-3 APIs of one parent tool, then ``multi_category_groups`` of one API from each
+    of 2-3 parent tools of one category; each group once (API ids, catalogue order within a group)."""
+    rng = random.Random(spec.seed + 2)
+    position = {t.id: i for i, t in enumerate(catalog.tools)}
+    by_parent: dict[str, list[str]] = {}
+    for t in catalog.tools:
+        by_parent.setdefault(t.tool or t.id, []).append(t.id)
+    parents_by_cat: dict[str, list[str]] = {}
+    for parent, apis in by_parent.items():
+        cat = catalog.tools[position[apis[0]]].category or parent
+        parents_by_cat.setdefault(cat, []).append(parent)
+    tool_pool = sorted(p for p, apis in by_parent.items() if len(apis) >= 2)
+    cat_pool = sorted(c for c, ps in parents_by_cat.items() if len(ps) >= 2)
+    groups: dict[tuple[str, ...], None] = {}
+
+    def add(ids: list[str]) -> None:
+        groups.setdefault(tuple(sorted(ids, key=position.__getitem__)), None)
+
+    for _ in range(spec.multi_tool_groups if tool_pool else 0):
+        apis = by_parent[rng.choice(tool_pool)]
+        add(rng.sample(apis, min(len(apis), rng.choice((2, 3)))))
+    for _ in range(spec.multi_category_groups if cat_pool else 0):
+        parents = sorted(parents_by_cat[rng.choice(cat_pool)])
+        chosen = rng.sample(parents, min(len(parents), rng.choice((2, 3))))
+        add([rng.choice(by_parent[p]) for p in chosen])
+    return list(groups)
+
+
 def consistent(catalog: Catalog, queries: Sequence[tuple[str, str]], depth: int) -> list[bool]:
     """For ``(query text, source API id)`` pairs: does BM25 over the original documents rank the source
     API within ``depth``?"""
@@ -52,43 +82,57 @@ def consistent(catalog: Catalog, queries: Sequence[tuple[str, str]], depth: int)
 
 
 def synthesize(catalog: Catalog, per_tool: Sequence[Sequence[str]], spec: SyntheticSpec, name: str,
-               job_provenance: dict[str, Any] | None = None) -> Catalog:
-    """The training catalogue ``name``: ``catalog``'s tools, ``per_tool[i]`` the queries of tool ``i``."""
+               job_provenance: dict[str, Any] | None = None,
+               per_group: Sequence[tuple[Sequence[str], Sequence[str]]] = ()) -> Catalog:
+    """The training catalogue ``name``: ``catalog``'s tools, ``per_tool[i]`` the queries of tool ``i``, and
+    ``per_group``: ``(API ids, queries)`` of multi-API groups (:func:`multi_api_groups`); a group with a
+    held-out API is dev (unseen) only."""
     if len(per_tool) != len(catalog.tools):
         raise CatalogError(f"synthetic {name!r}: {len(per_tool)} query lists for {len(catalog.tools)} tools of "
                            f"{catalog.name!r} (job {spec.job!r} must write one prompt per tool)")
     held_cats, held_tools, held_apis = holdout_tools(catalog, spec)
-    pairs = [(q, tool.id, j) for tool, qs in zip(catalog.tools, per_tool) for j, q in enumerate(qs[:spec.n])]
+    pairs = [(q, (tool.id,), f"{tool.id}-{j}") for tool, qs in zip(catalog.tools, per_tool)
+             for j, q in enumerate(qs[:spec.n])]
+    n_single = len(pairs)
+    pairs += [(q, tuple(ids), f"multi{g}-{j}") for g, (ids, qs) in enumerate(per_group) for j, q in enumerate(qs)]
     seen_texts: set[str] = set()
     unique = []
-    for q, tid, j in pairs:  # one text, one query: the same text for two APIs would be a contradictory label
+    for q, ids, suffix in pairs:  # one text, one query: the same text for two labels would contradict itself
         key = " ".join(q.lower().split())
         if key not in seen_texts:
             seen_texts.add(key)
-            unique.append((q, tid, j))
-    keep = consistent(catalog, [(q, t) for q, t, _ in unique], spec.filter_depth) if spec.filter == "bm25" else [True] * len(unique)
+            unique.append((q, ids, suffix))
+    # the filter asks BM25 to find every API of the query within filter_depth
+    if spec.filter == "bm25":
+        flat = [(q, t) for q, ids, _ in unique for t in ids]
+        found = iter(consistent(catalog, flat, spec.filter_depth))
+        keep = [all([next(found) for _ in ids]) for _, ids, _ in unique]
+    else:
+        keep = [True] * len(unique)
     kept = [u for u, k in zip(unique, keep) if k]
     rng = random.Random(spec.seed + 1)
     queries, qrels = [], {}
-    counts = {"train": 0, "dev_seen": 0, "dev_unseen": 0}
-    for q, tid, j in kept:
-        qid = f"syn-{tid}-{j}"
-        if tid in held_apis:
+    counts = {"train": 0, "dev_seen": 0, "dev_unseen": 0, "multi_api": 0}
+    for q, ids, suffix in kept:
+        qid = f"syn-{suffix}"
+        if any(t in held_apis for t in ids):
             split, bucket = "dev", "dev_unseen"
         elif rng.random() < spec.dev_fraction:
             split, bucket = "dev", "dev_seen"
         else:
             split, bucket = "train", "train"
         counts[bucket] += 1
+        counts["multi_api"] += len(ids) > 1
         queries.append(Query(qid, q, split))
-        qrels[qid] = {tid: 1}
+        qrels[qid] = {t: 1 for t in ids}
     with_queries = sum(1 for qs in per_tool if qs)
     provenance = {
         "purpose": "training", "source": catalog.name, "spec": spec.to_dict(), "job": job_provenance or {},
         "synthetic": {
             "tools": len(catalog.tools), "tools_with_queries": with_queries,
             "tools_without_queries": len(catalog.tools) - with_queries,
-            "generated": len(pairs), "duplicate_texts_dropped": len(pairs) - len(unique),
+            "generated": len(pairs), "generated_multi_api": len(pairs) - n_single,
+            "duplicate_texts_dropped": len(pairs) - len(unique),
             "filtered_out": len(unique) - len(kept), "queries": len(kept), **counts,
             "held_out_categories": sorted(held_cats), "held_out_tools": sorted(held_tools),
             "held_out_apis": len(held_apis),
@@ -100,14 +144,21 @@ def synthesize(catalog: Catalog, per_tool: Sequence[Sequence[str]], spec: Synthe
 def stored_tool_queries(catalog: Catalog, params: Any, job: str, n: int) -> tuple[list[list[str]], dict[str, Any]]:
     """Every tool's first ``n`` parsed queries of a per-tool generation ``job``, read from the committed
     shards only (no LLM is built; a missing or unparsable sample is skipped), and the job's provenance."""
-    from toolret.llm.parsing import parse_single
-    from toolret.llm.shards import prompt_key
     from toolret.registry import generation_job
 
     prompts, sampling, llm, provenance = generation_job(job)(catalog, params, n)
     if len(prompts) != len(catalog.tools):
         raise CatalogError(f"generation job {job!r} wrote {len(prompts)} prompts for {len(catalog.tools)} tools of "
                            f"{catalog.name!r}: not a per-tool job")
+    return stored_outputs(prompts, sampling, llm, n), {**provenance, **llm.generator.store.provenance,
+                                                       "sampling": sampling.key_str()}
+
+
+def stored_outputs(prompts: Sequence[Any], sampling: Any, llm: Any, n: int) -> list[list[str]]:
+    """Per prompt, the parsed outputs of its first ``n`` samples that the committed shards hold (no LLM)."""
+    from toolret.llm.parsing import parse_single
+    from toolret.llm.shards import prompt_key
+
     store = llm.generator.store
     out = []
     for prompt in prompts:
@@ -120,8 +171,37 @@ def stored_tool_queries(catalog: Catalog, params: Any, job: str, n: int) -> tupl
                 if parsed.ok:
                     texts.append(parsed.items[0])
         out.append(texts)
-    # no shard count: more shards (samples n+1...) must not change a catalogue built from the first n
-    return out, {**provenance, **store.provenance, "sampling": sampling.key_str()}
+    # no shard count in any provenance: more shards (samples n+1...) must not change a catalogue built from
+    # the first n
+    return out
 
 
-__all__ = ["SyntheticSpec", "consistent", "holdout_tools", "stored_tool_queries", "synthesize"]
+def stored_group_queries(catalog: Catalog, params: Any, spec: SyntheticSpec) -> list[tuple[tuple[str, ...], list[str]]]:
+    """``(API ids, stored requests)`` of every multi-API group of ``spec`` (the committed shards of
+    ``spec.multi_job``; a group not generated yet has no request)."""
+    from toolret.registry import generation_job
+
+    if not (spec.multi_tool_groups or spec.multi_category_groups):
+        return []
+    groups = multi_api_groups(catalog, spec)
+    prompts, sampling, llm, _ = generation_job(spec.multi_job)(catalog, params, None)
+    if len(prompts) != len(groups):
+        raise CatalogError(f"generation job {spec.multi_job!r} wrote {len(prompts)} prompts for {len(groups)} "
+                           f"API groups of {catalog.name!r}")
+    return list(zip(groups, stored_outputs(prompts, sampling, llm, 1)))
+
+
+def multi_api_job_prompts(catalog: Catalog, params: Any) -> tuple[list[Any], SyntheticSpec]:
+    """The prompts of the multi-API job over ``catalog``: one per group of the synthetic spec whose source it is."""
+    from toolret.llm.prompts import multi_api_prompt
+
+    specs = [s for s in params.synthetic.values() if s.source == catalog.name]
+    if not specs or not (specs[0].multi_tool_groups or specs[0].multi_category_groups):
+        raise CatalogError(f"no synthetic catalogue with multi-API groups has {catalog.name!r} as its source "
+                           "(params.yaml synthetic.<name>: multi_tool_groups / multi_category_groups)")
+    docs = dict(zip(catalog.tool_ids, catalog.docs("original")))
+    return [multi_api_prompt([docs[t] for t in g]) for g in multi_api_groups(catalog, specs[0])], specs[0]
+
+
+__all__ = ["SyntheticSpec", "consistent", "holdout_tools", "multi_api_groups", "multi_api_job_prompts",
+           "stored_group_queries", "stored_outputs", "stored_tool_queries", "synthesize"]

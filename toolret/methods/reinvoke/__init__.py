@@ -107,6 +107,8 @@ register_pipeline("hyde", "hyde-docs+dense", "HyDE baseline (dense)")
 register_report("reinvoke", "toolret.methods.reinvoke.report:write_report")
 register_generation_job("reinvoke-queries", "toolret.methods.reinvoke.generation:queries_job")
 register_generation_job("reinvoke-intents", "toolret.methods.reinvoke.generation:intents_job")
+# training requests for a synthetic catalogue's multi-API groups, by the same generator (issue 26)
+register_generation_job("synthetic-multi-api", "toolret.methods.reinvoke.generation:multi_api_job")
 
 PIPELINES = ("reinvoke", "reinvoke-bm25", "hyde")
 _LLM = ("reinvoke",)

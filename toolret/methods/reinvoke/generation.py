@@ -225,3 +225,26 @@ def queries_job(catalog, params, n: int | None = None):
 def intents_job(catalog, params, n: int | None = None):
     """``toolret generate-shards --job reinvoke-intents``: intents of every judged test query."""
     return _job("intents", catalog, params, n)
+
+
+def multi_api_job(catalog, params, n: int | None = None):
+    """``toolret generate-shards --job synthetic-multi-api``: one request per multi-API group of the synthetic
+    training catalogue built from ``catalog`` (:func:`toolret.catalog.synthetic.multi_api_groups`), written by
+    Re-Invoke's generator (same model, engine and shard store as its synthetic queries)."""
+    from toolret.catalog.synthetic import multi_api_job_prompts
+    from toolret.llm.models import KNOWN_MODELS
+    from toolret.llm.prompts import MULTI_GEN_PARAMS, PROMPT_VERSIONS, multi_api_prompt
+    from toolret.llm.shards import prompt_key
+
+    cfg = params.reinvoke.component_config()
+    prompts, spec = multi_api_job_prompts(catalog, params)
+    sampling = dataclasses.replace(MULTI_GEN_PARAMS, n=n or 1, temperature=cfg.temperature, top_p=cfg.top_p,
+                                   seed=cfg.seed)
+    known = KNOWN_MODELS.get(cfg.llm_model)
+    provenance = {"method": "synthetic", "kind": "multi_api", "catalog": catalog.name,
+                  "prompt_versions": {"synthetic_multi_api": PROMPT_VERSIONS["synthetic_multi_api"]},
+                  "prompt_template_sha": prompt_key(multi_api_prompt(["{document}", "{document}"]))[:16],
+                  "groups": {"tool": spec.multi_tool_groups, "category": spec.multi_category_groups, "seed": spec.seed},
+                  "quantisation": known.hf_id if known is not None else cfg.llm_model}
+    return prompts, sampling, LazyLLM(cfg), provenance
+
