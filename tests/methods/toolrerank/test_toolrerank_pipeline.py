@@ -114,6 +114,33 @@ def test_saved_pipeline_ranks_like_the_built_one_and_rerank_m_reorders_only_the_
         assert out.indices[row, 10:].tolist() == base.indices[row, 10:].tolist()
 
 
+def test_ce_weight_fuses_the_reranked_order_with_the_first_stage(trained):
+    """``toolrerank.ce_weight``: 1 is the reranked order, 0 the first stage's, between them weighted RRF."""
+    from toolret.catalog.registry import load_dataset
+    from toolret.config import apply_overrides, load_params
+    from toolret.pipeline import build_pipeline
+    from toolret.retrieval.fusion import weighted_rrf
+    from toolret.roles import Corpus
+
+    params = load_params(trained["params"])
+    cat = load_dataset(str(trained["catalog"]), dev_fraction=0.25, seed=13)
+    texts = [q.text for q in cat.split("test")][:6]
+
+    def run(weight):
+        p = build_pipeline("rerank-10", cat, apply_overrides(params, {"toolrerank.ce_weight": weight}))
+        p.index(Corpus.from_catalog(cat))
+        return p, p.search(texts, k=10)
+
+    p1, pure = run(1.0)
+    first = p1.retriever.search(texts, k=10)
+    _, none = run(0.0)
+    _, half = run(0.4)
+    assert none.indices.tolist() == first.indices.tolist()
+    assert pure.indices.tolist() != first.indices.tolist()  # the cross-encoder reorders something
+    expected = weighted_rrf([pure, first], [0.4, 0.6], 10)
+    assert half.indices.tolist() == expected.indices.tolist()
+
+
 def test_a_missing_artifact_without_trainer_is_a_clear_error(trained, tmp_path):
     from toolret.catalog.model import CatalogError
     from toolret.config import load_params

@@ -25,6 +25,19 @@ from toolret.methods.toolrerank.config import ToolRerankConfig
 from toolret.retrieval.base import Ranking
 
 
+def _rank_rows(rows: list[list[int]], query_ids: list[str], tool_ids: list[str], k: int) -> Ranking:
+    """Ranked tool positions per query as a :class:`Ranking` of width ``min(k, longest row)`` with
+    rank-derived scores (see config.py)."""
+    width = min(k, max((len(r) for r in rows), default=0))
+    indices = np.full((len(rows), width), -1, dtype=np.int64)
+    scores = np.full((len(rows), width), -np.inf, dtype=np.float32)
+    for r, items in enumerate(rows):
+        items = items[:width]
+        indices[r, : len(items)] = items
+        scores[r, : len(items)] = 1.0 / (1.0 + np.arange(len(items)))
+    return Ranking(query_ids, tool_ids, indices, scores)
+
+
 class ToolRerankReranker:
     name = "toolrerank-ce"
 
@@ -199,15 +212,15 @@ class ToolRerankReranker:
             else:
                 out_rows.append(rerank_m(view, self.plain_m))
             out_rows[-1] += [c for c in full[i][len(row):] if c not in set(out_rows[-1])]
-        width = min(k, max((len(r) for r in out_rows), default=0))
-        indices = np.full((len(out_rows), width), -1, dtype=np.int64)
-        scores = np.full((len(out_rows), width), -np.inf, dtype=np.float32)
-        for r, items in enumerate(out_rows):
-            items = items[:width]
-            indices[r, : len(items)] = items
-            scores[r, : len(items)] = 1.0 / (1.0 + np.arange(len(items)))  # rank-derived (see config.py)
         self._update_stats(len(queries), info_sum, modes if self.plain_m is None else None)
-        return Ranking(list(ranking.query_ids), self.tool_ids, indices, scores)
+        reranked = _rank_rows(out_rows, list(ranking.query_ids), self.tool_ids, k)
+        if self.config.ce_weight >= 1.0:
+            return reranked
+        from toolret.retrieval.fusion import weighted_rrf
+
+        first_stage = _rank_rows(full, list(ranking.query_ids), self.tool_ids, k)
+        return weighted_rrf([reranked, first_stage], [self.config.ce_weight, 1.0 - self.config.ce_weight],
+                            reranked.indices.shape[1])
 
     def _update_stats(self, n: int, info: dict[str, int], modes: list[str] | None) -> None:
         st = self.stats

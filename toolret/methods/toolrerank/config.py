@@ -91,6 +91,10 @@ class ToolRerankConfig(TrainingConfig):
     batch_size_predict: int = 32
     device: str = "cpu"
     quantize: bool = False  # int8 dynamic quantisation of the cross-encoder at scoring (CPU speed; see benchmark)
+    # 1.0 = the paper: the reranked order alone. < 1: the reranked list fused with the first stage's order by
+    # weighted reciprocal rank (reranker weight ce_weight, first stage 1 - ce_weight; toolret.retrieval.fusion)
+    # -- keeps the first stage's signal where the cross-encoder is weaker (select it on a dev split)
+    ce_weight: float = Field(1.0, ge=0, le=1)
     score_cache: str | None = None  # None: <cache home>/ce_scores; "off": in-process memo only
 
     @model_validator(mode="after")
