@@ -246,7 +246,14 @@ def cache_home(params: CoreParams | None = None) -> Path:
     configured = params.storage.cache_home if params is not None else ""
     root = (configured or os.environ.get("TOOLRET_CACHE_HOME")
             or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "toolret"))
-    path = Path(root)
+    return under_project(root)
+
+
+def under_project(path: str | os.PathLike) -> Path:
+    """A path to write to (a cache that may not exist yet): as given when absolute, else relative to the
+    project directory -- never the working directory (saved components store project-relative paths,
+    :func:`portable_path`; :func:`project_path` reads existing ones)."""
+    path = Path(path)
     return path if path.is_absolute() else (project_dir() / path).resolve()
 
 

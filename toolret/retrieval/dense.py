@@ -36,10 +36,10 @@ class DenseConfig(StrictModel):
         """The persistent :class:`EmbeddingStore` of this encoder (``None`` when switched off)."""
         if self.embedding_cache == "off":
             return None
-        from toolret.config import cache_home
+        from toolret.config import cache_home, under_project
         from toolret.retrieval.embedding_store import EmbeddingStore, encoder_fingerprint
 
-        root = Path(self.embedding_cache) if self.embedding_cache else cache_home() / "embeddings"
+        root = under_project(self.embedding_cache) if self.embedding_cache else cache_home() / "embeddings"
         return EmbeddingStore(root, encoder_fingerprint(self))
 
 

@@ -64,3 +64,18 @@ def test_full_method_trains_no_adapter(tmp_path):
                         lora=LoraSettings(method="full"))
     assert not (tmp_path / "ce" / "adapter_config.json").exists()
     assert list((tmp_path / "ce").rglob("*.safetensors"))
+
+
+def test_a_relative_score_cache_lives_in_the_project_not_the_working_directory(tmp_path, monkeypatch):
+    """A saved pipeline stores its score cache project-relative (``ce_scores``); loaded and run from another
+    working directory it must still write under the project (it once wrote ./ce_scores into the repo)."""
+    from toolret.methods.toolrerank.crossencoder import CrossEncoderScorer
+
+    project, elsewhere, model = tmp_path / "project", tmp_path / "elsewhere", tmp_path / "model"
+    for d in (project, elsewhere, model):
+        d.mkdir()
+    (model / "weights.bin").write_bytes(b"not a real model: only its hash is read")
+    monkeypatch.setenv("TOOLRET_PROJECT_DIR", str(project))
+    monkeypatch.chdir(elsewhere)
+    store = CrossEncoderScorer(model, 64, cache="ce_scores").store
+    assert store.folder.parent == project / "ce_scores"

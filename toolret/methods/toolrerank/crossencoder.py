@@ -205,10 +205,10 @@ class CrossEncoderScorer:
     @property
     def store(self):
         if self._store is None and self.cache != "off":
-            from toolret.config import cache_home
+            from toolret.config import cache_home, under_project
             from toolret.retrieval.embedding_store import EmbeddingStore
 
-            root = Path(self.cache) if self.cache else cache_home() / "ce_scores"
+            root = under_project(self.cache) if self.cache else cache_home() / "ce_scores"
             self._store = EmbeddingStore(root, model_fingerprint(self.folder, self.max_length, self.quantize))
         return self._store
 
