@@ -81,12 +81,7 @@ _QUERY_GEN_SHOTS = [
 
 
 def query_generation_prompt(tool_doc: str | dict) -> list[ChatMessage]:
-    msgs: list[ChatMessage] = [{"role": "system", "content": QUERY_GEN_SYSTEM}]
-    for doc, q in _QUERY_GEN_SHOTS:
-        msgs.append({"role": "user", "content": f"{format_tool_doc(doc)}\n{QUERY_GEN_INSTRUCTION}"})
-        msgs.append({"role": "assistant", "content": q})
-    msgs.append({"role": "user", "content": f"{format_tool_doc(tool_doc)}\n{QUERY_GEN_INSTRUCTION}"})
-    return msgs
+    return _few_shot(QUERY_GEN_SYSTEM, QUERY_GEN_INSTRUCTION, _QUERY_GEN_SHOTS, format_tool_doc, tool_doc)
 
 
 # --------------------------------------------------------------------------- synthetic multi-API requests
@@ -114,17 +109,22 @@ _MULTI_GEN_SHOTS = [
 ]
 
 
+def _few_shot(system: str, instruction: str, shots, render, item) -> list[ChatMessage]:
+    """System message, one (rendered input + instruction, answer) turn pair per shot, then ``item``'s turn."""
+    msgs: list[ChatMessage] = [{"role": "system", "content": system}]
+    for shot, answer in shots:
+        msgs.append({"role": "user", "content": f"{render(shot)}\n{instruction}"})
+        msgs.append({"role": "assistant", "content": answer})
+    msgs.append({"role": "user", "content": f"{render(item)}\n{instruction}"})
+    return msgs
+
+
 def multi_api_prompt(tool_docs: Sequence[str | dict], max_chars: int = 400) -> list[ChatMessage]:
     """One request needing every tool of ``tool_docs`` (each bounded to ``max_chars``)."""
     def block(docs) -> str:
         return "\n".join(format_tool_doc(d, max_chars) for d in docs)
 
-    msgs: list[ChatMessage] = [{"role": "system", "content": MULTI_GEN_SYSTEM}]
-    for docs, q in _MULTI_GEN_SHOTS:
-        msgs.append({"role": "user", "content": f"{block(docs)}\n{MULTI_GEN_INSTRUCTION}"})
-        msgs.append({"role": "assistant", "content": q})
-    msgs.append({"role": "user", "content": f"{block(tool_docs)}\n{MULTI_GEN_INSTRUCTION}"})
-    return msgs
+    return _few_shot(MULTI_GEN_SYSTEM, MULTI_GEN_INSTRUCTION, _MULTI_GEN_SHOTS, block, tool_docs)
 
 
 MULTI_GEN_PARAMS = SamplingParams(max_new_tokens=96, temperature=0.7, top_p=0.95, seed=0, n=1, stop=("\n",))
