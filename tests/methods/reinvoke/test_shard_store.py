@@ -45,3 +45,36 @@ def test_synthetic_queries_come_from_the_committed_shards_without_an_llm(tmp_pat
                    [], {})
     with pytest.raises(AssertionError, match="no LLM may be built"):
         build_synthetic_queries(more, cfg, tmp_path / "more.jsonl", llm=NoEngine(cfg))
+
+
+@pytest.mark.integration
+def test_every_committed_toolbench_shard_answers_a_current_prompt():
+    """Hours of committed generation are only reused while the prompts render as they did: a template edit
+    that changes them would orphan every shard silently. Each committed reinvoke-queries / synthetic-multi-api
+    record's prompt key must be one the current code asks for (ToolBench's shared 2,479-API corpus)."""
+    import json
+
+    from toolret.catalog.registry import load_dataset_for
+    from toolret.catalog.source import source_root
+    from toolret.config import load_params
+    from toolret.llm.shards import prompt_key
+    from toolret.registry import generation_job
+
+    if not source_root().is_dir():
+        pytest.skip("../shared/datasets not present")
+    params = load_params()
+    root = store_root(params.reinvoke.llm_model)
+    catalog = None
+    for job in ("reinvoke-queries", "synthetic-multi-api"):
+        shards = sorted((root / job).glob("shard-*.jsonl"))
+        if not shards:
+            continue
+        catalog = catalog or load_dataset_for("toolbench-g1-instruction", params)
+        prompts = generation_job(job)(catalog, params, None)[0]
+        current = {prompt_key(p) for p in prompts}
+        stored = {json.loads(line)["prompt_key"] for s in shards for line in s.read_text(encoding="utf-8").splitlines()
+                  if line.strip()}
+        orphaned = stored - current
+        assert not orphaned, f"{job}: {len(orphaned)} of {len(stored)} committed prompts are no longer asked for"
+    if catalog is None:
+        pytest.skip("no committed ToolBench generation shards")
