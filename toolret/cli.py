@@ -56,10 +56,11 @@ def _folded(catalog, params, components: list[str] | tuple[str, ...] = ()):
     return kfold_split(catalog, folds, cfg.fold, cfg.seed)
 
 
-def _spec_components(method: str, params) -> list[str]:
+def _spec(method: str, params):
+    """The command's pipeline spec, parsed once (templates resolved against ``params``) and passed down."""
     from toolret.registry import parse_spec
 
-    return parse_spec(method, params=params).components
+    return parse_spec(method, params=params)
 
 
 def cmd_catalog_build(args: argparse.Namespace) -> None:
@@ -179,28 +180,31 @@ def cmd_index(args: argparse.Namespace) -> None:
     from toolret.roles import Corpus
 
     params = _params(args)
-    catalog = _folded(load_catalog(args.catalog), params, _spec_components(args.method, params))
+    spec = _spec(args.method, params)
+    catalog = _folded(load_catalog(args.catalog), params, spec.components)
     with atomic_directory(args.out) as tmp:
         for docs in tqdm(_doc_variants(catalog, args.docs), desc=f"index {catalog.name}/{args.method}"):
-            pipeline = build_pipeline(args.method, catalog, params, args.model)
+            pipeline = build_pipeline(spec, catalog, params, args.model)
             pipeline.fit(catalog)
             pipeline.index(Corpus.from_catalog(catalog, docs))
             pipeline.save(tmp / docs)
 
 
-def _provenance(catalog, params, spec: str, artifacts: dict[str, str] | None = None) -> dict[str, Any]:
-    """Provenance with only the params sections the pipeline (and the evaluation) read."""
+def _provenance(catalog, params, spec, artifacts: dict[str, str] | None = None) -> dict[str, Any]:
+    """Provenance with only the params sections the pipeline (``spec``: a PipelineSpec or a name) and the
+    evaluation read."""
     from toolret.evaluation import provenance
-    from toolret.registry import parse_spec
 
-    sections = ["evaluation", *parse_spec(spec, params=params).sections()]
+    spec = _spec(spec, params) if isinstance(spec, str) else spec
+    sections = ["evaluation", *spec.sections()]
     dumped = params.model_dump(mode="json")
     return provenance(catalog, {s: dumped[s] for s in sections if s in dumped}, artifacts)
 
 
 def _evaluate(pipeline, catalog, params, *, method: str, docs: str, split: str = "test",
-              ks: list[int] | None = None, artifacts: dict[str, str] | None = None, spec: str | None = None):
-    """Evaluate a built pipeline; ``spec`` (default ``method``) names its components for provenance."""
+              ks: list[int] | None = None, artifacts: dict[str, str] | None = None, spec=None):
+    """Evaluate a built pipeline; ``spec`` (its PipelineSpec; default: ``method`` parsed) names its components
+    for provenance."""
     from toolret.evaluation import evaluate_retriever
 
     ev = params.evaluation
@@ -239,24 +243,25 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     """One pipeline on one dataset end to end (fitting what is absent)."""
     from toolret.evaluation import write_result
     from toolret.pipeline import build_pipeline
-    from toolret.registry import parse_spec
     from toolret.roles import Corpus
 
     params = _params(args)
     gates = _parse_gates(args.fail_under)  # malformed gates fail before the (long) evaluation
     ks = [int(k) for k in args.k.split(",")] if args.k else None
-    catalog = _folded(_load_named(args.dataset, params), params, _spec_components(args.method, params))
+    spec = _spec(args.method, params)
+    catalog = _folded(_load_named(args.dataset, params), params, spec.components)
     # the cleaned documents, where the evaluation or a component (hybrid's dense side) reads them
-    if "cleaned" in {args.docs} | parse_spec(args.method, params=params).reads_docs(params) and "cleaned" not in catalog.doc_variants():
+    if "cleaned" in {args.docs} | spec.reads_docs(params) and "cleaned" not in catalog.doc_variants():
         from toolret.catalog.cleanup import clean_catalog
 
         catalog, _ = clean_catalog(catalog, **_cleanup_kwargs(params))
     t0 = time.perf_counter()
-    pipeline = build_pipeline(args.method, catalog, params, args.model)
+    pipeline = build_pipeline(spec, catalog, params, args.model)
     pipeline.fit(catalog)
     pipeline.index(Corpus.from_catalog(catalog, args.docs))
     index_s = time.perf_counter() - t0
-    result, rows = _evaluate(pipeline, catalog, params, method=args.method, docs=args.docs, split=args.split, ks=ks)
+    result, rows = _evaluate(pipeline, catalog, params, method=args.method, docs=args.docs, split=args.split, ks=ks,
+                             spec=spec)
     result["index_build_s"] = index_s
     out, _ = write_result(result, rows, args.output)
     print(json.dumps({"dataset": result["dataset"], "method": args.method, "docs": args.docs,
@@ -314,18 +319,19 @@ def cmd_evaluate_grid(args: argparse.Namespace) -> None:
         grid = getattr(grid, part, None)
         if grid is None:
             raise CatalogError(f"--grid {args.grid!r}: no such params key")
-    catalog = _folded(load_catalog(args.catalog), params,
-                      [c for variant in grid.values() for c in _spec_components(variant.method, params)])
+    rows_params = {name: apply_overrides(params, v.set) if v.set else params for name, v in grid.items()}
+    specs = {name: _spec(v.method, rows_params[name]) for name, v in grid.items()}  # each row's spec, parsed once
+    catalog = _folded(load_catalog(args.catalog), params, [c for spec in specs.values() for c in spec.components])
     out = Path(args.out)
     results: dict[str, tuple[dict, list]] = {}
     with atomic_directory(out) as tmp:
         for name, variant in grid.items():
-            p = apply_overrides(params, variant.set) if variant.set else params
-            pipeline = build_pipeline(variant.method, catalog, p)
+            p = rows_params[name]
+            pipeline = build_pipeline(specs[name], catalog, p)
             pipeline.fit(catalog)  # learns what is absent (as `index` and `evaluate` do); no-op where stored
             pipeline.index(Corpus.from_catalog(catalog, args.docs))
             result, rows = _evaluate(pipeline, catalog, p, method=f"{variant.method}[{name}]", docs=args.docs,
-                                     spec=variant.method)
+                                     spec=specs[name])
             result["grid"] = {"name": name, **variant.model_dump()}
             write_result(result, rows, tmp / f"{name}.json", run_info_to=out / f"{name}.json")
             results[name] = (result, rows)
