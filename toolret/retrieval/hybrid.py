@@ -124,13 +124,16 @@ class HybridRetriever:
 
     def select_weight(self, queries: Sequence[str], gold: Sequence[set[str]]) -> float:
         """The grid weight with the best mean Recall@k on ``queries`` (ties: nearest 0.5, then smallest)."""
+        from toolret.metrics.per_query import per_query_metrics
+
         k = self.config.dev_metric_k
-        per_side = self._side_rankings(queries, None, k)
+        qids = [str(i) for i in range(len(queries))]
+        per_side = self._side_rankings(queries, qids, k)
+        gold_by_id = dict(zip(qids, gold))
         curve = {}
         for w in self.config.weight_grid:
-            fused = self._fuse(per_side, w, k)
-            recalls = [len(set(fused.ranked_ids(i)[:k]) & g) / len(g) for i, g in enumerate(gold) if g]
-            curve[w] = sum(recalls) / max(len(recalls), 1)
+            _, metrics = per_query_metrics(self._fuse(per_side, w, k).as_lists(), gold_by_id, [k])
+            curve[w] = float(metrics[f"recall@{k}"].mean()) if len(metrics[f"recall@{k}"]) else 0.0
         best = max(curve.values())
         self.weight = min((w for w, v in curve.items() if v >= best - 1e-12), key=lambda w: (abs(w - 0.5), w))
         self.stats.update(weight=self.weight, weight_source="dev", dev_queries=len(queries),

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from toolret.catalog.loaders._read import iter_jsonl, require_text
+from toolret.catalog.loaders._read import iter_records, require_text
 from toolret.catalog.model import Catalog, CatalogError, Query, Tool
 from toolret.tracking.provenance import sha256_file
 
@@ -28,14 +28,7 @@ def read_queries(path: str | Path, tool_ids: Iterable[str]) -> tuple[list[Query]
     known = set(tool_ids)
     queries: list[Query] = []
     qrels: dict[str, dict[str, int]] = {}
-    first_line: dict[str, int] = {}
-    for lineno, obj in iter_jsonl(path):
-        where = f"{path}:{lineno}"
-        qid = require_text(obj, "_id", where)
-        where = f"{where} (query _id={qid!r})"
-        if qid in first_line:
-            raise CatalogError(f"{where}: duplicate query id (first on line {first_line[qid]})")
-        first_line[qid] = lineno
+    for _, qid, where, obj in iter_records(path, "query"):
         unknown_fields = sorted(set(obj) - QUERY_FIELDS)
         if unknown_fields:
             raise CatalogError(f"{where}: unknown field(s) {unknown_fields} (a query has {sorted(QUERY_FIELDS)})")

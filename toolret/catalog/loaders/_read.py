@@ -50,6 +50,20 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         yield lineno, obj
 
 
+def iter_records(path: Path, kind: str) -> Iterator[tuple[int, str, str, dict[str, Any]]]:
+    """``(line, id, where, record)`` per JSONL record keyed by ``_id``; ``where`` names the file, line and id
+    for error messages; a repeated id is a :class:`CatalogError` naming its first line. ``kind``: "tool",
+    "query" ... (for the messages)."""
+    first_line: dict[str, int] = {}
+    for lineno, obj in iter_jsonl(path):
+        rid = require_text(obj, "_id", f"{path}:{lineno}")
+        where = f"{path}:{lineno} ({kind} _id={rid!r})"
+        if rid in first_line:
+            raise CatalogError(f"{where}: duplicate {kind} id (first on line {first_line[rid]})")
+        first_line[rid] = lineno
+        yield lineno, rid, where, obj
+
+
 def require_text(obj: dict[str, Any], key: str, where: str, *, allow_empty: bool = False) -> str:
     """Return ``obj[key]`` as a checked string; errors say ``where`` (``file:line id=...``)."""
     if key not in obj or obj[key] is None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from toolret.catalog.loaders._read import iter_jsonl, read_qrels, require_text
+from toolret.catalog.loaders._read import iter_records, read_qrels, require_text
 from toolret.catalog.model import SPLITS, Catalog, CatalogError, Query, Tool, required_split
 
 
@@ -38,15 +38,10 @@ def load_beir(directory: str | Path, name: str | None = None) -> Catalog:
             raise CatalogError(f"{directory / required}: missing (BEIR layout needs {', '.join(needed)})")
 
     tools: list[Tool] = []
-    seen: dict[str, int] = {}
+    seen: set[str] = set()
     corpus = directory / "corpus.jsonl"
-    for lineno, obj in iter_jsonl(corpus):
-        where = f"{corpus}:{lineno}"
-        tid = require_text(obj, "_id", where)
-        where = f"{where} (tool _id={tid!r})"
-        if tid in seen:
-            raise CatalogError(f"{where}: duplicate tool id (first on line {seen[tid]})")
-        seen[tid] = lineno
+    for _, tid, where, obj in iter_records(corpus, "tool"):
+        seen.add(tid)
         text = require_text(obj, "text", where)
         title = obj.get("title") or ""
         if not isinstance(title, str):
@@ -69,12 +64,7 @@ def load_beir(directory: str | Path, name: str | None = None) -> Catalog:
 
     queries_path = directory / "queries.jsonl"
     query_text: dict[str, tuple[str, str | None, int]] = {}
-    for lineno, obj in iter_jsonl(queries_path) if queries_path.is_file() else ():
-        where = f"{queries_path}:{lineno}"
-        qid = require_text(obj, "_id", where)
-        where = f"{where} (query _id={qid!r})"
-        if qid in query_text:
-            raise CatalogError(f"{where}: duplicate query id (first on line {query_text[qid][2]})")
+    for lineno, qid, where, obj in iter_records(queries_path, "query") if queries_path.is_file() else ():
         text = require_text(obj, "text", where)
         md = obj.get("metadata") or {}
         query_text[qid] = (text, md.get("split") if isinstance(md, dict) else None, lineno)
