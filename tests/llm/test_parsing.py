@@ -59,3 +59,14 @@ def test_injection_detection_and_neutralised_docs():
     assert msgs[-1]["role"] == "user" and "<|im_end|>" not in msgs[-1]["content"]
     assert format_tool_doc("z" * 5000, max_chars=100).count("z") <= 100
     assert intent_extraction_prompt("hi")[-1]["content"].startswith("<query>")
+
+
+def test_refusals_are_not_queries():
+    # each of these was written by the 0.5B generator into a committed synthetic-multi-api shard
+    for text in ["I am an AI language model and do not have the capability to create job IDs.",
+                 "I'm sorry, but I can't assist with that.",
+                 "I'm sorry, but as an AI language model, I do not have access to the IMDB API."]:
+        assert parse_single(text).status == "malformed", text
+    # ... while a request that merely mentions AI or a refusal-like word stays a request
+    for text in ["Find an AI image generator API that can create logos", "What are the main steps involved in learning an AI language model?"]:
+        assert parse_single(text).items, text

@@ -31,7 +31,9 @@ _BOILERPLATE = re.compile(
     r"^\s*(?:sure|certainly|of course|here (?:is|are)|here's|the (?:user )?(?:quer(?:y|ies)|intents?) (?:is|are))\b[^:\n]*:?\s*$",
     re.IGNORECASE,
 )
-_REFUSAL = re.compile(r"\b(?:I(?:'m| am) (?:sorry|unable|not able)|as an AI|I cannot|I can't)\b", re.IGNORECASE)
+# a refusal in the generator's words ("I'm sorry", "I am an AI language model ...", "as an AI"); a query that only
+# mentions an AI model ("learning an AI language model") is none
+REFUSAL = re.compile(r"\b(?:I(?:'m| am) (?:sorry|unable|not able|an AI)|as an AI|I cannot|I can't)\b", re.IGNORECASE)
 _QUOTES = "\"'`“”‘’"
 
 INJECTION_PATTERNS = [
@@ -173,7 +175,7 @@ def parse_list(
         notes.append(f"kept first {max_items} of {len(items)} items")
         items = items[:max_items]
     if not items:
-        if _REFUSAL.search(text):
+        if REFUSAL.search(text):
             notes.append("refusal")
         return ParseResult([], "malformed", notes)
     if truncated or too_long:
@@ -217,7 +219,7 @@ def parse_single(
     elif finish_reason == "length" and len(lines) == 1:
         status = "truncated"
         notes.append("hit max_new_tokens")
-    if _REFUSAL.search(item):
+    if REFUSAL.search(item):
         notes.append("looks like a refusal")
         return ParseResult([], "malformed", notes)
     return ParseResult([item], status, notes)

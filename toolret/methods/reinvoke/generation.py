@@ -106,16 +106,15 @@ def queries_by_tool(records: Sequence[dict[str, Any]], tool_ids: Sequence[str], 
 
 
 # ------------------------------------------------------------------ intent extractor
-_REFUSAL = re.compile(r"\b(?:I(?:'m| am) (?:sorry|unable|not able)|as an AI|I cannot|I can't)\b", re.IGNORECASE)
 
 
 def parse_intents(text: str | None, finish_reason: str | None, query: str, max_intents: int) -> dict[str, Any]:
     """Parse one intent-extractor output; unparsable -> ``[query]`` with ``fallback: true``."""
-    from toolret.llm.parsing import parse_list
+    from toolret.llm.parsing import REFUSAL, parse_list
 
     parsed = parse_list(text, finish_reason=finish_reason, max_items=max_intents)
     # parse_list keeps a refusal line as an item when it is the only line; an intent never is one
-    items = [i for i in parsed.items if not _REFUSAL.search(i)]
+    items = [i for i in parsed.items if not REFUSAL.search(i)]
     if parsed.ok and items:
         return {"intents": items, "status": parsed.status, "fallback": False}
     return {"intents": [query], "status": parsed.status if not parsed.ok else "malformed", "fallback": True}
