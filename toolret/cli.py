@@ -523,6 +523,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
                         help="override a params.yaml value, e.g. --set bm25.k1=0.9 (repeatable)")
 
+    overrides(sy)  # e.g. --set synthetic.<name>.multi_tool_groups=0 (the multi-API ablation)
+
     def source(sp, required=True):
         g = sp.add_mutually_exclusive_group(required=required)
         g.add_argument("--catalog", help="curated catalog directory")
@@ -600,6 +602,7 @@ def build_parser() -> argparse.ArgumentParser:
     ra.add_argument("--datasets", nargs="+", required=True)
     ra.add_argument("--out", required=True)
     ra.add_argument("--notes", help="a markdown file whose text is appended to the report")
+    overrides(ra)  # the settings the grid ran with, e.g. --set reinvoke.n_queries=5
     ra.set_defaults(func=cmd_report_ablations)
 
     rs = sub.add_parser("reranker-separation",
