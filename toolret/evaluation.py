@@ -1,5 +1,9 @@
 """Evaluate one retriever on one catalog: rankings -> per-query metrics -> the evaluation JSON.
 
+The scoring is :func:`toolret.evaluate_api.evaluate` (a :class:`~toolret.evaluate_api.Run` of the ranking
+against :func:`qrels_from_catalog`); this module adds the catalogue's side (query texts, tool names),
+latency, provenance and the files.
+
 The JSON (written by ``toolret evaluate`` and the ``evaluate`` DVC stages) holds ``dataset``,
 ``method``, ``docs``, ``n_queries``, ``n_tools`` (the corpus size searched), ``metrics`` (fractions),
 ``ci95`` (bootstrap, same keys), ``latency_ms`` (p50/p95 of single-query searches) and ``provenance``.
@@ -12,7 +16,7 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,6 +24,9 @@ from toolret.atomic import atomic_path, write_json
 from toolret.catalog.model import Catalog, CatalogError
 from toolret.retrieval.base import Ranking
 from toolret.roles import Retriever
+
+if TYPE_CHECKING:
+    from toolret.evaluate_api import Qrels
 
 LATENCY_SAMPLE = 100  # queries timed one at a time for p50/p95 latency
 
@@ -41,27 +48,42 @@ def single_query_latency_ms(retriever: Retriever, texts: Sequence[str], k: int, 
     return {"p50": float(np.percentile(times, 50)), "p95": float(np.percentile(times, 95)), "n": len(times)}
 
 
+def qrels_from_catalog(catalog: Catalog, query_ids: Sequence[str] | None = None) -> Qrels:
+    """The catalogue's gold as :class:`~toolret.evaluate_api.Qrels` (relevance 1 per gold tool).
+
+    ``query_ids`` (default: every query with judgements) are the queries, in that order; one without
+    gold gets an empty judgement (``evaluate`` skips it). The adapter lives here, not in
+    :mod:`toolret.evaluate_api`, so that the evaluation API imports no catalogue code.
+    """
+    from toolret.evaluate_api import Qrels
+
+    qids = list(catalog.qrels) if query_ids is None else list(query_ids)
+    return Qrels.from_gold({q: catalog.gold(q) for q in qids})
+
+
 def score_ranking(ranking: Ranking, catalog: Catalog, ks: Sequence[int], bootstrap_samples: int = 1000,
                   seed: int = 13) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Metrics, CIs and per-query rows of a ranking against the catalog's qrels."""
-    from toolret.metrics import aggregate, bootstrap_cis, per_query_metrics
+    """Metrics, CIs and per-query rows of a ranking against the catalog's qrels
+    (:func:`toolret.evaluate_api.evaluate` of the ranking's run and the catalogue's gold)."""
+    from toolret.evaluate_api import Run, evaluate
 
-    ranked = ranking.as_lists()
-    gold = {q: catalog.gold(q) for q in ranking.query_ids}
-    qids, per_query = per_query_metrics(ranked, gold, ks)
-    metrics = aggregate(per_query)
-    cis = bootstrap_cis(per_query, n_samples=bootstrap_samples, seed=seed)
+    run = Run.from_ranking(ranking)
+    qrels = qrels_from_catalog(catalog, ranking.query_ids)
+    res = evaluate(run, qrels, ks=ks, bootstrap_samples=bootstrap_samples, seed=seed)
     text = {q.id: q.text for q in catalog.queries}
 
     def name(tool_id: str) -> str:
         tool = catalog.tools[catalog.tool_position(tool_id)]
         return f"{tool.tool}/{tool.name}" if tool.tool and tool.tool != tool.name else tool.name
 
-    rows = [{"query_id": q, "query": text.get(q, ""), **{m: float(v[i]) for m, v in per_query.items()},
-             "ranked": ranked[q][:10], "gold": sorted(gold[q]),
-             "gold_names": [name(t) for t in sorted(gold[q])],
-             "top5_names": [name(t) for t in ranked[q][:5]]} for i, q in enumerate(qids)]
-    return {"n_queries": len(qids), "metrics": metrics, "ci95": {m: list(map(float, ci)) for m, ci in cis.items()}}, rows
+    rows = []
+    for i, q in enumerate(res.query_ids):
+        gold, ranked = sorted(qrels.gold(q)), list(run[q])
+        rows.append({"query_id": q, "query": text.get(q, ""), **{m: float(v[i]) for m, v in res.per_query.items()},
+                     "ranked": ranked[:10], "gold": gold, "gold_names": [name(t) for t in gold],
+                     "top5_names": [name(t) for t in ranked[:5]]})
+    return {"n_queries": len(res.query_ids), "metrics": res.means,
+            "ci95": {m: list(map(float, ci)) for m, ci in res.ci.items()}}, rows
 
 
 def evaluate_retriever(retriever: Retriever, catalog: Catalog, *, method: str, docs: str, ks: Sequence[int],

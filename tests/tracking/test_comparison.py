@@ -1,4 +1,6 @@
-"""The comparison report: metric order, Holm-adjusted p-values, UTF-8 artifacts with a legend, idempotency."""
+"""The comparison report: metric order, Holm-adjusted p-values, UTF-8 artifacts with a legend, idempotency.
+
+Holm's hand-computed values are tested with the function, in tests/metrics/test_evaluate_api.py."""
 
 from __future__ import annotations
 
@@ -22,20 +24,6 @@ def results(tmp_path: Path) -> list[Path]:
             write_result(runs / "sys-a", "sys-a", "original", per_query(rng, 0.6)),
             write_result(runs / "sys-b", "sys-b", "original", per_query(rng, 0.6)),
             write_result(runs / "sys-c", "sys-c", "original", per_query(rng, 0.6))]
-
-
-@pytest.mark.parametrize(("p", "expected"), [
-    # sorted 0.005, 0.01, 0.03, 0.04 -> x4, x3, x2, x1 = 0.02, 0.03, 0.06, 0.04 -> running max 0.02, 0.03, 0.06, 0.06
-    ([0.01, 0.04, 0.03, 0.005], [0.03, 0.06, 0.06, 0.02]),
-    ([0.5, 0.6], [1.0, 1.0]),  # 2 x 0.5 capped at 1, then the running max
-    ([0.02, 0.021], [0.04, 0.04]),  # 0.021 x 1 < 0.04: the step-down max keeps the order
-    ([0.2], [0.2]),
-    ([], []),
-])
-def test_holm_matches_hand_computed_values(p: list[float], expected: list[float]) -> None:
-    from toolret.tracking import holm_adjust
-
-    assert holm_adjust(p) == pytest.approx(expected)
 
 
 def test_metrics_are_ordered_by_cutoff() -> None:

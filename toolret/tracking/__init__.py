@@ -23,7 +23,6 @@ from typing import Any
 
 _EXPORTS = {
     "compare_results": "comparison",
-    "holm_adjust": "comparison",
     "log_comparison_report": "comparison",
     "order_metrics": "comparison",
     "find_result_files": "evaluation",

@@ -1,16 +1,18 @@
 """Per-dataset comparison report: every system (method x docs) against the strongest baseline.
 
-For each metric the reference is the baseline system (by default ``bm25`` / ``dense`` on any document
-variant) with the highest mean; every other system is compared with it by a paired test over the
-queries both evaluated (paired by ``query_id``). The tests of one metric are one family: their
-p-values are Holm-adjusted (:func:`holm_adjust`) and a system is marked significantly better/worse
-when its adjusted p-value is below :data:`ALPHA`; raw and adjusted p-values are both reported.
-Metrics are ordered by family, then by cutoff (``recall@1, @3, @5, @10``; :func:`order_metrics`).
+The statistics are :func:`toolret.evaluate_api.compare`'s (this module loads the result files, orders
+the systems, renders and logs): for each metric the reference is the baseline system (by default
+``bm25`` / ``dense`` on any document variant) with the highest mean; every other system is compared with
+it by a paired test over the queries both evaluated (paired by ``query_id``). The tests of one metric are
+one family: their p-values are Holm-adjusted (:func:`toolret.evaluate_api.holm_adjust`) and a system is
+marked significantly better/worse when its adjusted p-value is below :data:`ALPHA`; raw and adjusted
+p-values are both reported. Metrics are ordered by family, then by cutoff (``recall@1, @3, @5, @10``;
+:func:`order_metrics`).
 
 Systems with identical per-query results (the same queries, the same value of every per-query metric
 and the same ranking, e.g. ``dense[baseline]`` = ``dense`` in an ablation grid) are one system: the first
 in report order stands for the others (:attr:`System.same_as`), so each distinct comparison is tested
-once and Holm counts distinct comparisons only (:func:`collapse_identical`).
+once and Holm counts distinct comparisons only (:func:`toolret.evaluate_api.collapse_identical`).
 
 The report is a table (markdown, CSV, a self-contained UTF-8 HTML page, each with a legend of the
 marks) of means with 95% bootstrap CIs and significance marks, a chart (one panel per headline
@@ -21,17 +23,17 @@ experiment (:data:`COMPARISON_EXPERIMENT`), carries the headline table as its de
 
 from __future__ import annotations
 
-import hashlib
 import json
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from toolret.evaluate_api import EvalResult, collapse_identical, compare
 from toolret.tracking.evaluation import LOG_FORMAT, load_per_query, load_result, per_query_path_for
 from toolret.tracking.provenance import git_state, sha256_file
 from toolret.tracking.store import (INPUTS_TAG, digest, find_run, get_client, get_or_create_experiment, make_current,
@@ -62,23 +64,6 @@ def order_metrics(metrics: Sequence[str]) -> list[str]:
     return sorted(dict.fromkeys(metrics), key=key)
 
 
-def holm_adjust(p_values: Sequence[float]) -> list[float]:
-    """Holm-Bonferroni adjusted p-values (step-down; Holm 1979), in the input order.
-
-    With the m p-values sorted ascending, ``p_adj(i) = max_{j <= i} min(1, (m - j + 1) * p(j))``
-    (1-based ranks). Rejecting ``p_adj < alpha`` controls the family-wise error rate at ``alpha``.
-    """
-    p = np.asarray(p_values, dtype=float)
-    m = p.size
-    if m == 0:
-        return []
-    order = np.argsort(p, kind="mergesort")
-    scaled = np.minimum(1.0, (m - np.arange(m)) * p[order])
-    adjusted = np.empty(m)
-    adjusted[order] = np.maximum.accumulate(scaled)
-    return adjusted.tolist()
-
-
 @dataclass
 class System:
     """One evaluated system: a method on a document variant."""
@@ -93,34 +78,10 @@ class System:
     def label(self) -> str:
         return f"{self.method}/{self.docs}"
 
-    def signature(self) -> str | None:
-        """A digest of the per-query results (every numeric field and the ranking of every query);
-        ``None`` without per-query results (such a system is never merged with another)."""
-        if not self.per_query:
-            return None
-        rows = []
-        for qid in sorted(self.per_query):
-            row = self.per_query[qid]
-            values = sorted((k, float(v)) for k, v in row.items()
-                            if isinstance(v, (int, float)) and not isinstance(v, bool))
-            rows.append([qid, values, row.get("ranked")])
-        return hashlib.sha256(json.dumps(rows, default=str).encode("utf-8")).hexdigest()
-
-
-def collapse_identical(systems: Sequence[System]) -> list[System]:
-    """One system per distinct per-query result: the first of each group (in the given order) stands for
-    the others, whose labels go to its :attr:`System.same_as`."""
-    kept: list[System] = []
-    by_signature: dict[str, System] = {}
-    for s in systems:
-        sig = s.signature()
-        if sig is not None and sig in by_signature:
-            by_signature[sig].same_as.append(s.label)
-            continue
-        if sig is not None:
-            by_signature[sig] = s
-        kept.append(s)
-    return kept
+    def eval_result(self) -> EvalResult:
+        """The system as the evaluation API sees it: its per-query records, means and CIs."""
+        return EvalResult.from_rows([{**row, "query_id": qid} for qid, row in self.per_query.items()],
+                                    means=self.result["metrics"], ci=self.result.get("ci95") or {})
 
 
 @dataclass
@@ -305,45 +266,38 @@ def compare_results(
             :func:`order_metrics` either way.
         test: :func:`toolret.metrics.paired_test` method.
     """
-    from toolret.metrics import paired_test
-
     systems = [_load_system(Path(p)) for p in result_paths]
     # baselines first, then plain names before grid rows (`dense` stands for `dense[baseline]`)
     systems.sort(key=lambda s: (s.method not in baselines, "[" in s.method, s.method, s.docs))
-    systems = collapse_identical(systems)
-    if metrics is None:
+    keys = _unique_keys(systems)
+    by_key = dict(zip(keys, systems))
+    results = {k: s.eval_result() for k, s in by_key.items()}
+    if metrics is None:  # what every distinct system reports (an identical one reports the same)
+        distinct = [by_key[k] for k in collapse_identical(results)]
         common = set.intersection(*(set(k for k, v in s.result["metrics"].items() if isinstance(v, (int, float)))
-                                    for s in systems)) if systems else set()
+                                    for s in distinct)) if distinct else set()
         metrics = list(common)
     metrics = order_metrics(metrics)
-    reference: dict[str, str] = {}
-    tests: list[dict[str, Any]] = []
-    for m in metrics:
-        pool = [s for s in systems if s.method in baselines] or systems
-        scored = [s for s in pool if isinstance(s.result["metrics"].get(m), (int, float))]
-        if not scored:
-            continue
-        ref = max(scored, key=lambda s: s.result["metrics"][m])
-        reference[m] = ref.label
-        for s in systems:
-            if s is ref:
-                continue
-            qids = sorted(q for q in set(s.per_query) & set(ref.per_query)
-                          if isinstance(s.per_query[q].get(m), (int, float))
-                          and isinstance(ref.per_query[q].get(m), (int, float)))
-            if not qids:
-                continue
-            a = np.array([s.per_query[q][m] for q in qids], dtype=float)
-            b = np.array([ref.per_query[q][m] for q in qids], dtype=float)
-            res = paired_test(a, b, method=test, n_samples=n_samples, seed=seed)
-            tests.append({"metric": m, "system": s.label, "reference": ref.label, "test": res["method"],
-                          "p_value": float(res["p_value"]), "mean_diff": res["mean_diff"], "n": res["n"]})
-    for m in metrics:  # one family per metric
-        family = [t for t in tests if t["metric"] == m]
-        for t, adjusted in zip(family, holm_adjust([t["p_value"] for t in family])):
-            t["p_holm"] = float(adjusted)
-            t["significant"] = bool(adjusted < ALPHA)
-    return Comparison(dataset, systems, list(metrics), reference, tests)
+    found = compare(results, baseline=[k for k, s in by_key.items() if s.method in baselines] or None,
+                    metric=metrics, test=test, n_samples=n_samples, seed=seed, alpha=ALPHA)
+    for key, others in found.identical.items():
+        by_key[key].same_as = [by_key[o].label for o in others]
+    label = {k: s.label for k, s in by_key.items()}
+    tests = [{**asdict(t), "system": label[t.system], "reference": label[t.reference]} for t in found.tests]
+    return Comparison(dataset, [by_key[k] for k in found.systems], list(metrics),
+                      {m: label[k] for m, k in found.reference.items()}, tests)
+
+
+def _unique_keys(systems: Sequence[System]) -> list[str]:
+    """The systems' labels, made unique (``label#2`` ...) where two results share a method and docs."""
+    keys: list[str] = []
+    for s in systems:
+        key, n = s.label, 1
+        while key in keys:
+            n += 1
+            key = f"{s.label}#{n}"
+        keys.append(key)
+    return keys
 
 
 def headline_metrics(metrics: Sequence[str], k: int = 5) -> list[str]:
@@ -542,6 +496,6 @@ def log_comparison_report(
             "tests": comparison.tests, "reference": comparison.reference}
 
 
-__all__ = ["ALPHA", "COMPARISON_EXPERIMENT", "MAX_RUN_METRICS", "Comparison", "System", "collapse_identical",
-           "compare_results", "comparison_figure", "headline_metrics", "holm_adjust", "log_comparison_report",
-           "order_metrics", "plot_comparison", "run_metrics"]
+__all__ = ["ALPHA", "COMPARISON_EXPERIMENT", "MAX_RUN_METRICS", "Comparison", "System", "compare_results",
+           "comparison_figure", "headline_metrics", "log_comparison_report", "order_metrics", "plot_comparison",
+           "run_metrics"]

@@ -26,17 +26,14 @@ def round_trip_consistency(records: Sequence[dict[str, Any]], retriever: Retriev
     Returns:
         ``{"n_queries", "recall@k": ..., "ci95": {...}}``.
     """
-    from toolret.metrics import aggregate, bootstrap_cis, per_query_metrics
+    from toolret.evaluate_api import Qrels, Run, evaluate
 
     use = [r for r in records if r.get("query") and (n is None or r["sample_index"] < n)]
     if not use:
         return {"n_queries": 0}
     qids = [f"{r['tool_id']}#{r['sample_index']}" for r in use]
     ranking = retriever.search([r["query"] for r in use], max(ks), qids)
-    ranked = ranking.as_lists()
-    gold = {q: {r["tool_id"]} for q, r in zip(qids, use)}
-    _, per_query = per_query_metrics(ranked, gold, list(ks))
-    recall = {m: v for m, v in per_query.items() if m.startswith("recall@")}
-    cis = bootstrap_cis(recall, n_samples=1000, seed=13)
-    return {"n_queries": len(use), **{m: float(v) for m, v in aggregate(recall).items()},
-            "ci95": {m: [float(x) for x in ci] for m, ci in cis.items()}}
+    qrels = Qrels.from_gold({q: [r["tool_id"]] for q, r in zip(qids, use)})
+    res = evaluate(Run.from_ranking(ranking), qrels, ks=list(ks), metrics=["recall"], bootstrap_samples=1000, seed=13)
+    return {"n_queries": len(use), **{m: float(v) for m, v in res.means.items()},
+            "ci95": {m: [float(x) for x in ci] for m, ci in res.ci.items()}}
