@@ -99,6 +99,21 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 # --------------------------------------------------------------------------------------------- Qrels
+def _per_query_lists(path: Path, field: str) -> Iterator[tuple[str, list[Any], dict[str, Any]]]:
+    """``(query id, the record's list field, the record)`` per line of a per-query JSONL; a repeated query id
+    or a ``field`` that is not a list is an error naming the file and line."""
+    seen: set[str] = set()
+    for where, obj in _iter_jsonl(path):
+        qid = _check_id(obj.get("query_id"), "'query_id'", where)
+        if qid in seen:
+            raise EvaluationError(f"{where}: query {qid!r} appears twice")
+        seen.add(qid)
+        tools = obj.get(field)
+        if not isinstance(tools, list):
+            raise EvaluationError(f"{where}: query {qid!r}: {field!r} must be a list of tool ids")
+        yield qid, tools, obj
+
+
 class Qrels(Mapping[str, Mapping[str, int]]):
     """Relevance judgements: query id -> {tool id: integer relevance} (a read-only mapping).
 
@@ -174,17 +189,7 @@ class Qrels(Mapping[str, Mapping[str, int]]):
     @classmethod
     def from_jsonl(cls, path: str | Path) -> Qrels:
         """The ``gold`` of each record of a per-query JSONL (``{"query_id", "gold": [...]}``), relevance 1."""
-        path = Path(path)
-        gold: dict[str, list[str]] = {}
-        for where, obj in _iter_jsonl(path):
-            qid = _check_id(obj.get("query_id"), "'query_id'", where)
-            if qid in gold:
-                raise EvaluationError(f"{where}: query {qid!r} appears twice")
-            tools = obj.get("gold")
-            if not isinstance(tools, list):
-                raise EvaluationError(f"{where}: query {qid!r}: 'gold' must be a list of tool ids")
-            gold[qid] = tools
-        return cls.from_gold(gold)
+        return cls.from_gold({qid: tools for qid, tools, _ in _per_query_lists(Path(path), "gold")})
 
     def to_tsv(self, path: str | Path) -> Path:
         """Write the BEIR qrels layout (header line, one judgement per line, this object's order)."""
@@ -304,13 +309,7 @@ class Run(Mapping[str, tuple[str, ...]]):
         path = Path(path)
         ranked: dict[str, list[str]] = {}
         scores: dict[str, list[float]] = {}
-        for where, obj in _iter_jsonl(path):
-            qid = _check_id(obj.get("query_id"), "'query_id'", where)
-            if qid in ranked:
-                raise EvaluationError(f"{where}: query {qid!r} appears twice")
-            tools = obj.get("ranked")
-            if not isinstance(tools, list):
-                raise EvaluationError(f"{where}: query {qid!r}: 'ranked' must be a list of tool ids")
+        for qid, tools, obj in _per_query_lists(path, "ranked"):
             ranked[qid] = tools
             if "scores" in obj:
                 scores[qid] = obj["scores"]
