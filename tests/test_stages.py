@@ -60,3 +60,28 @@ def test_a_stage_with_only_if_exists_only_where_its_param_is_non_empty():
     without = _yaml.safe_load(render_dvc_yaml(params.replace(toolrerank_datasets=[])))["stages"]
     assert "toolrerank_train" in with_it and "toolrerank_train" not in without
     assert set(with_it) - set(without) == {"toolrerank_train"}
+
+
+def test_dense_ft_is_trained_per_training_catalogue_and_evaluated_per_benchmark():
+    """finetune runs once per training catalogue; index_ft / evaluate_ft once per `trained_on` entry, each
+    reading the dense-ft of the catalogue it maps to (a test-only benchmark -> its synthetic catalogue)."""
+    params = load_params(ROOT / "params.yaml").replace(
+        finetune_datasets=["toollens", "toolbench-synthetic"],
+        trained_on={"toollens": "toollens", "toolbench-g1-tool": "toolbench-synthetic"})
+    stages = yaml.safe_load(render_dvc_yaml(params))["stages"]
+    assert stages["finetune"]["foreach"] == "${finetune_datasets}"
+    assert stages["index_ft"]["foreach"] == stages["evaluate_ft"]["foreach"] == "${trained_on}"
+    index = stages["index_ft"]["do"]
+    assert "--catalog data/curated/${key}" in index["cmd"] and "--model data/models/${item}/dense-ft" in index["cmd"]
+    assert {"data/curated/${key}", "data/models/${item}/dense-ft"} <= set(index["deps"])
+    assert stages["evaluate_ft"]["do"]["outs"] == ["data/runs/${key}/dense-ft"]
+
+
+def test_trained_on_must_name_a_dataset_dense_ft_is_trained_on():
+    from toolret.catalog.model import CatalogError
+
+    params = load_params(ROOT / "params.yaml")
+    with pytest.raises((ValueError, CatalogError), match="toolbench-g1-tool.*finetune_datasets"):
+        params.replace(finetune_datasets=["toollens"], trained_on={"toolbench-g1-tool": "toolbench-synthetic"})
+    # a folder (an ablation's catalogue) is not a stage output: allowed
+    params.replace(trained_on={"toolbench-g1-tool": "data/curated/ablations/toolbench-synthetic-single"})

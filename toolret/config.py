@@ -121,8 +121,9 @@ class CoreParams(StrictModel):
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
     synthetic: dict[str, SyntheticSpec] = Field(default_factory=dict)  # training catalogues from tool documents
-    # evaluated dataset -> the dataset its learning components (dense-ft, COLT ...) train on, for a test-only
-    # benchmark (e.g. a ToolBench group -> its synthetic training catalogue); unlisted: the dataset itself
+    # evaluated dataset -> the dataset its learning components (dense-ft, hybrid's dense-ft side ...) train on:
+    # itself, or for a test-only benchmark its training catalogue (a ToolBench group -> toolbench-synthetic);
+    # unlisted: the dataset itself. Every entry gets the index_ft / evaluate_ft stages (dense-ft of the value).
     trained_on: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -132,6 +133,15 @@ class CoreParams(StrictModel):
         if missing:
             raise ValueError(f"synthetic catalogues {missing} name a source that is not in `datasets` (its curated "
                              "catalogue would never be built); add it there or remove the synthetic entry")
+        return self
+
+    @model_validator(mode="after")
+    def _trained_on_is_trained(self):
+        """A ``trained_on`` value naming a dataset (not a folder) must be one dense-ft is trained on."""
+        untrained = {k: v for k, v in self.trained_on.items() if "/" not in v and v not in self.finetune_datasets}
+        if untrained:
+            raise ValueError(f"trained_on {untrained}: not in `finetune_datasets`, so no stage trains "
+                             "data/models/<it>/dense-ft; add it there (or give a folder path)")
         return self
 
 

@@ -95,30 +95,33 @@ register_stage(StageTemplate(
 
 def register_index_and_evaluate(method: str, *, foreach: str, names: tuple[str, str], orders: tuple[int, int],
                                 index_desc: str, evaluate_desc: str, options: str = "", deps: tuple[str, ...] = (),
-                                params: tuple[str, ...] = ()) -> None:
+                                params: tuple[str, ...] = (), dataset: str = "${item}") -> None:
     """The two stages that save a method's pipeline on each dataset of ``foreach`` and evaluate it on the test
     split: ``toolret index --method <method><options>`` into ``data/indexes/<ds>/<method>`` (``deps``: the
     trained artifacts it reads; ``params``: the sections it reads), then ``toolret evaluate-index`` into
-    ``data/runs/<ds>/<method>``. ``names`` / ``orders``: the (index, evaluate) stage names and orders."""
-    index = f"data/indexes/${{item}}/{method}"
+    ``data/runs/<ds>/<method>``. ``names`` / ``orders``: the (index, evaluate) stage names and orders;
+    ``dataset``: the evaluated dataset's variable (``${key}`` when ``foreach`` is a mapping whose values name
+    something else, e.g. the training catalogue of ``trained_on``)."""
+    index = f"data/indexes/{dataset}/{method}"
     register_stage(StageTemplate(
         name=names[0], order=orders[0], foreach=foreach, desc=index_desc,
-        cmd=f"toolret index --catalog data/curated/${{item}} --method {method}{options} --out {index}",
+        cmd=f"toolret index --catalog data/curated/{dataset} --method {method}{options} --out {index}",
         entry="toolret.cli:cmd_index", components=(method,),
-        deps=("data/curated/${item}", *deps), params=params, outs=(index,),
+        deps=(f"data/curated/{dataset}", *deps), params=params, outs=(index,),
     ))
     register_stage(StageTemplate(
         name=names[1], order=orders[1], foreach=foreach, desc=evaluate_desc,
-        cmd=f"toolret evaluate-index --catalog data/curated/${{item}} --index {index} "
-            f"--out data/runs/${{item}}/{method}",
+        cmd=f"toolret evaluate-index --catalog data/curated/{dataset} --index {index} "
+            f"--out data/runs/{dataset}/{method}",
         entry="toolret.cli:cmd_evaluate_index", components=(method,),
-        deps=("data/curated/${item}", index), params=("evaluation",), outs=(f"data/runs/${{item}}/{method}",),
+        deps=(f"data/curated/{dataset}", index), params=("evaluation",), outs=(f"data/runs/{dataset}/{method}",),
     ))
 
 
 register_index_and_evaluate(
-    "dense-ft", foreach="${finetune_datasets}", names=("index_ft", "evaluate_ft"), orders=(51, 61),
-    index_desc="dense-ft index: the fine-tuned encoder over every document variant",
+    "dense-ft", foreach="${trained_on}", dataset="${key}", names=("index_ft", "evaluate_ft"), orders=(51, 61),
+    index_desc="dense-ft index: the encoder fine-tuned on the dataset's training catalogue (trained_on) over "
+               "every document variant",
     evaluate_desc="dense-ft evaluation on the test split (metrics, bootstrap CIs, per-query table)",
     options=" --model data/models/${item}/dense-ft", deps=("data/models/${item}/dense-ft",), params=("dense", "finetune"),
 )

@@ -84,6 +84,7 @@ def fixture_params(source_dir: Path, methods: list[str], finetune: bool) -> dict
     params["datasets"] = ["fixture"]
     params["synthetic"], params["trained_on"] = {}, {}  # they name the real datasets
     params["finetune_datasets"] = ["fixture"] if finetune else []
+    params["trained_on"] = {"fixture": "fixture"} if finetune else {}
     params["methods"] = methods
     params.setdefault("evaluation", {})["bootstrap_samples"] = 200
     ft = params.setdefault("finetune", {})
