@@ -128,3 +128,22 @@ def test_the_weight_may_be_selected_on_another_catalogues_dev_split():
                         dev_catalog=catalog)
     h.fit(test_only)
     assert h.stats["weight_source"] == "dev" and h.stats["dev_dataset"] == "hybrid-fixture" and h.weight < 0.5
+
+
+def test_hybrid_ft_swaps_the_dense_side_for_the_training_catalogues_dense_ft(fixture_catalog_dir):
+    """``hybrid-ft``: the hybrid's sides and document variants, its dense side the dense-ft of the
+    catalogue's ``trained_on`` training catalogue (built, not trained here)."""
+    from toolret.catalog.registry import load_dataset
+    from toolret.config import data_dir, load_params
+    from toolret.registry import BuildContext, build_component
+    from toolret.retrieval.finetuned import FinetunedDenseRetriever
+
+    catalog = load_dataset(str(fixture_catalog_dir))
+    params = load_params().replace(finetune_datasets=["elsewhere"], trained_on={catalog.name: "elsewhere"})
+    h = build_component("hybrid-ft", BuildContext(catalog, params))
+    assert isinstance(h.sides[0], BM25Retriever) and isinstance(h.sides[1], FinetunedDenseRetriever)
+    assert [s.component for s in h.config.sides] == ["bm25", "dense-ft"]
+    assert [s.docs for s in h.config.sides] == [s.docs for s in params.hybrid.sides]
+    assert h.sides[1].artifact == data_dir() / "models" / "elsewhere" / "dense-ft"
+    plain = build_component("hybrid", BuildContext(catalog, params))
+    assert [s.name for s in plain.sides] == ["bm25", "dense"]

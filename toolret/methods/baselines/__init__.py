@@ -77,12 +77,16 @@ def _load_dense_ft(path: Path):
     return DenseRetriever.load(path)  # its config names the fine-tuned model folder
 
 
-def _hybrid(ctx: BuildContext):
-    """Each side is built like the registered retriever it names (``dense-ft`` loads its artifact)."""
+def _hybrid(ctx: BuildContext, fine_tuned: bool = False):
+    """Each side is built like the registered retriever it names (``dense-ft`` loads its artifact);
+    ``fine_tuned`` (``hybrid-ft``): a ``dense`` side becomes ``dense-ft`` (the catalogue's ``trained_on``)."""
     from toolret.registry import build_component
     from toolret.retrieval.hybrid import HybridRetriever
 
     config = ctx.params.hybrid
+    if fine_tuned:
+        config = config.model_copy(update={"sides": [s.model_copy(update={"component": "dense-ft"})
+                                                     if s.component == "dense" else s for s in config.sides]})
     side_ctx = BuildContext(ctx.catalog, ctx.params)
     dev_catalog = None
     if config.dev_dataset and config.select_on_dev:
@@ -109,6 +113,11 @@ register_component(Component("dense-ft", "retriever", _dense_ft, _load_dense_ft,
 register_component(Component("hybrid", "retriever", _hybrid, _load_hybrid, ("hybrid", "bm25", "dense", "finetune"),
                              "two retrievers fused (default bm25 on the evaluated docs + dense on cleaned "
                              "docs, reciprocal-rank fusion; the weight selected on dev where there is one)",
+                             reads_docs=lambda params: tuple(s.docs for s in params.hybrid.sides if s.docs)))
+register_component(Component("hybrid-ft", "retriever", lambda ctx: _hybrid(ctx, fine_tuned=True), _load_hybrid,
+                             ("hybrid", "bm25", "dense", "finetune"),
+                             "hybrid with its dense side fine-tuned: dense-ft of the dataset's training catalogue "
+                             "(trained_on)", trains=True,
                              reads_docs=lambda params: tuple(s.docs for s in params.hybrid.sides if s.docs)))
 
 register_stage(StageTemplate(
