@@ -124,6 +124,9 @@ class CoreParams(StrictModel):
     # evaluated dataset -> the dataset its learning components (dense-ft, COLT ...) train on, for a test-only
     # benchmark (e.g. a ToolBench group -> its synthetic training catalogue); unlisted: the dataset itself
     trained_on: dict[str, str] = Field(default_factory=dict)
+    # the papers' numbers the reports show beside ours (toolret.grid_report): method -> paper column ->
+    # {"<row>.<metric>": value} (or a label); a section of its own, so no stage depends on it
+    paper: dict[str, dict[str, dict[str, float | str]]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _synthetic_sources_are_built(self):

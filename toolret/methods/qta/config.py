@@ -146,11 +146,10 @@ class QTARun(StrictModel):
 
 class QTASection(QTAConfig):
     """``params.yaml: qta``: the component settings, the runs its stages execute, the evaluation grid
-    (paired tests against zero-shot dense on the same queries) and the paper's numbers per dataset."""
+    (paired tests against zero-shot dense on the same queries); the paper's numbers are ``params.paper.qta``."""
 
     runs: dict[str, QTARun] = Field(default_factory=dict)
     grid: dict[str, GridVariant] = Field(default_factory=dict)
-    paper: dict[str, dict[str, float]] = Field(default_factory=dict)  # dataset -> {metric: paper value}
 
     @model_validator(mode="after")
     def _run_keys(self):
