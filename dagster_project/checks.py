@@ -4,7 +4,7 @@
   runs :func:`toolret.catalog.validation.validate_catalog` (Great Expectations 1.x inside, imported
   lazily). A failure stops every downstream asset of the run; the metadata names the failed
   expectations and the offending record ids.
-* A ``dense-ft`` evaluation gets a non-blocking WARN gate: the fine-tuned model must not be worse than
+* A ``dense-ft`` evaluation (``DvcTranslator.gated_pairs``) gets a non-blocking WARN gate: the fine-tuned model must not be worse than
   the zero-shot ``dense`` model on recall@5 (per document variant both evaluated).
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import dagster as dg
 
-from dagster_project.dvc_assets import StageItem, read_results
+from dagster_project.dvc_assets import DvcTranslator, StageItem, read_results
 from dagster_project.resources import DvcResource
 
 CATALOG_STAGES = ("catalog", "clean")
@@ -88,7 +88,7 @@ def validate_catalog_dir(directory: str | Path) -> tuple[bool, dict[str, Any]]:
     return passed, md
 
 
-def _catalog_check(item: StageItem) -> dg.AssetChecksDefinition:
+def catalog_check(item: StageItem) -> dg.AssetChecksDefinition:
     out = item.outs[0]
 
     @dg.asset_check(
@@ -104,7 +104,7 @@ def _catalog_check(item: StageItem) -> dg.AssetChecksDefinition:
     return _check
 
 
-def _quality_gate(ft: StageItem, base: StageItem, metric: str = GATE_METRIC) -> dg.AssetChecksDefinition:
+def quality_gate(ft: StageItem, base: StageItem, metric: str = GATE_METRIC) -> dg.AssetChecksDefinition:
     @dg.asset_check(
         asset=ft.asset_key,
         name=f"not_worse_than_{base.method}".replace("-", "_"),
@@ -137,18 +137,11 @@ def _quality_gate(ft: StageItem, base: StageItem, metric: str = GATE_METRIC) -> 
     return _gate
 
 
-def build_checks(items: Sequence[StageItem]) -> list[dg.AssetChecksDefinition]:
-    """Blocking validation on catalog/clean assets, quality gates on fine-tuned evaluations."""
-    checks = [_catalog_check(i) for i in items if i.stage in CATALOG_STAGES and i.outs]
-    evaluations = [i for i in items if i.result_dirs and i.dataset and i.method]
-    for ft in evaluations:
-        if not ft.method.endswith("-ft"):
-            continue
-        base_method = ft.method[: -len("-ft")]
-        for base in evaluations:
-            if base.dataset == ft.dataset and base.method == base_method:
-                checks.append(_quality_gate(ft, base))
-    return checks
+def build_checks(items: Sequence[StageItem], translator: DvcTranslator | None = None
+                 ) -> list[dg.AssetChecksDefinition]:
+    """The checks the translator (default :class:`DvcTranslator`) gives the items: blocking validation on
+    catalog/clean assets, quality gates on fine-tuned evaluations."""
+    return (translator or DvcTranslator()).checks(items)
 
 
-__all__ = ["CATALOG_STAGES", "build_checks", "summarize_validation", "validate_catalog_dir"]
+__all__ = ["CATALOG_STAGES", "build_checks", "catalog_check", "quality_gate", "summarize_validation", "validate_catalog_dir"]

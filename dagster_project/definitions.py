@@ -8,7 +8,7 @@ from pathlib import Path
 import dagster as dg
 
 from dagster_project.checks import build_checks
-from dagster_project.dvc_assets import build_dvc_assets, default_project_dir, load_stage_items
+from dagster_project.dvc_assets import DvcTranslator, build_dvc_assets, default_project_dir, load_stage_items
 from dagster_project.reports import REPORT_GROUP, all_report_keys, build_report_assets
 from dagster_project.resources import DEFAULT_MLFLOW_UI, DvcResource, MlflowResource
 from dagster_project.schedules import build_schedules
@@ -61,30 +61,34 @@ def retrain_config(items) -> dict:
     return {"ops": {i.op_name: {"config": {"force": True}} for i in items if i.trains}}
 
 
-def build_definitions(project_dir: str | Path | None = None) -> dg.Definitions:
-    """Definitions for the DVC project at ``project_dir`` (default ``$TOOLRET_PROJECT_DIR`` or the repo).
+def build_definitions(project_dir: str | Path | None = None, translator: DvcTranslator | None = None
+                      ) -> dg.Definitions:
+    """Definitions for the DVC project at ``project_dir`` (default ``$TOOLRET_PROJECT_DIR`` or the repo),
+    each stage item made an asset by ``translator`` (default :class:`DvcTranslator`: key, group,
+    description, tags, metadata, checks).
 
     Execution is serialized (in-process executor and a ``dvc`` concurrency pool): every stage runs
     ``dvc repro`` in the same repository, which holds a repo lock.
     """
     root = Path(project_dir).resolve() if project_dir else default_project_dir()
-    items = load_stage_items(root)
-    reports = build_report_assets(items)
-    assets = [*build_dvc_assets(items), *reports]
+    translator = translator or DvcTranslator()
+    items = load_stage_items(root, translator)
+    reports = build_report_assets(items, translator)
+    assets = [*build_dvc_assets(items, translator), *reports]
     stages = {i.stage for i in items} | ({REPORT_GROUP} if reports else set())
     deferred = deferred_items(items, root)
     # `.downstream()`: the report assets of deferred evaluations are deferred too
     run_selection = dg.AssetSelection.all() - dg.AssetSelection.assets(*[i.asset_key for i in deferred]).downstream()
     return dg.Definitions(
         assets=assets,
-        asset_checks=build_checks(items),
+        asset_checks=build_checks(items, translator),
         jobs=[dg.define_asset_job(ALL_JOB, selection=dg.AssetSelection.all(), config=retrain_config(items),
                                   description="Every DVC stage, check and report of the project (the full "
                                               "paper protocol: LLM generation where absent, and every model "
                                               "retrained, committed ones included: `dvc repro --force`)."),
               dg.define_asset_job(RUN_JOB, selection=run_selection,
                                   description=run_job_description(items, deferred))],
-        schedules=build_schedules(stages),
+        schedules=build_schedules(stages, translator),
         sensors=build_sensors(items, root),
         resources={
             "dvc": DvcResource(project_dir=str(root)),

@@ -12,7 +12,10 @@ shows on a node) names what the item is about: ``<dataset>.<method>`` where both
 ``["finetune", "toollens.dense-ft"]``), else the item (``catalog@toollens`` -> ``["catalog", "toollens"]``),
 the matrix values joined by ``.`` for other matrices. The method is the data layout's
 (``data/<kind>/<dataset>/<method>``), else the command's ``--method``. The group is the stage name,
-shortened when the asset graph would cut it (:func:`group_name`).
+shortened when the asset graph would cut it. Each of these choices (facets, key, group, description, tags,
+metadata, checks) is a method of one :class:`DvcTranslator`, overridable part by part (as dagster-dbt's
+``DagsterDbtTranslator``); :func:`load_stage_items`, :func:`build_dvc_assets` and the code location
+(``build_definitions(project_dir, translator)``) take one.
 """
 
 # no `from __future__ import annotations`: Dagster reads the op signatures' annotations at runtime
@@ -30,33 +33,9 @@ import dagster as dg
 from dagster_project.resources import DvcResource
 
 RESULTS_ROOT = "data/runs"  # where evaluate stages write <dataset>/<method>/<docs>.json
-_LAYOUT = re.compile(r"^data/(?:catalogs|curated|models|indexes|runs)/(?P<dataset>[^/]+)(?:/(?P<method>[^/]+))?")
-_CMD_METHOD = re.compile(r"--method[= ](?P<method>[A-Za-z0-9_.+\-\[\]]+)")
 # The asset graph cuts a group name longer than this (Dagster 1.13's collapsed group node: 320 px wide,
 # name at 30 px when zoomed out: floor((320 - 36) / (30 * 0.53)) = 17 characters).
 GROUP_NAME_MAX = 17
-_GROUP_WORDS = {"evaluate": "eval", "ablations": "ablate"}  # used only for names over GROUP_NAME_MAX
-
-
-def group_name(stage: str) -> str:
-    """The asset group of a stage: its name, or when longer than :data:`GROUP_NAME_MAX` its words
-    shortened (``evaluate_toolrerank`` -> ``eval_toolrerank``, ``reinvoke_ablations`` -> ``reinvoke_ablate``)."""
-    if len(stage) <= GROUP_NAME_MAX:
-        return stage
-    short = "_".join(_GROUP_WORDS.get(w, w) for w in stage.split("_"))
-    return short if len(short) <= GROUP_NAME_MAX else short[:GROUP_NAME_MAX]
-
-
-def node_label(facets: Mapping[str, str], values: Sequence[str] = ()) -> str | None:
-    """The last asset-key part: a matrix item's values joined by ``.`` (``toollens.bm25`` for a
-    ``{dataset, method}`` matrix); else ``<item or dataset>.<method>`` when the method is known, else the
-    item or dataset alone; ``None`` if nothing is known (a plain stage keeps the key ``[<stage>]``)."""
-    if values:
-        return ".".join(values)
-    head, method = facets.get("item") or facets.get("dataset"), facets.get("method")
-    if head and method and method != head:
-        return f"{head}.{method}"
-    return head
 
 
 @dataclass(frozen=True)
@@ -147,8 +126,126 @@ def _overlaps(a: str, b: str) -> bool:
     return a == b or a.startswith(b + "/") or b.startswith(a + "/")
 
 
-def load_stage_items(project_dir: str | Path | None = None) -> list[StageItem]:
-    """Read the project's pipeline through DVC and return its stage items in ``dvc.yaml`` order.
+@dataclass(frozen=True)
+class DvcStage:
+    """What DVC says of one stage item, before translation: its name, definition, ``foreach`` key or
+    ``matrix`` values, command and outs, and the names in the project's ``*datasets`` params lists."""
+
+    name: str
+    stage: str
+    item: str | None
+    matrix: Mapping[str, Any] | None
+    cmd: str
+    outs: tuple[str, ...]
+    datasets: frozenset[str] = frozenset()
+
+
+class DvcTranslator:
+    """How a DVC stage item becomes a Dagster asset: facets, key, group, description, tags, metadata and
+    checks, one method each. Subclass and override a part; pass the instance to
+    ``build_definitions(project_dir, translator)`` (or :func:`load_stage_items` / :func:`build_dvc_assets`)."""
+
+    #: the project's data layout, naming dataset and method (``data/<kind>/<dataset>/<method>``)
+    layout = re.compile(r"^data/(?:catalogs|curated|models|indexes|runs)/(?P<dataset>[^/]+)(?:/(?P<method>[^/]+))?")
+    #: a command's ``--method`` (e.g. ``toolret fit --method reinvoke-qgen``, outs elsewhere)
+    cmd_method = re.compile(r"--method[= ](?P<method>[A-Za-z0-9_.+\-\[\]]+)")
+    #: words shortened in a group name over :data:`GROUP_NAME_MAX`
+    group_words: Mapping[str, str] = {"evaluate": "eval", "ablations": "ablate"}
+    #: a method ``<base><suffix>`` gets a quality gate against ``<base>`` on the same dataset
+    gated_suffix = "-ft"
+
+    # -- what an item is about, and its key -------------------------------------------------------
+    def facets(self, stage: DvcStage) -> dict[str, str]:
+        """``{"dataset": ..., "method": ...}`` (a matrix's scalar values, or ``item``): the foreach key
+        (a dataset when it is one), then the data layout of the outs, then the command's ``--method``."""
+        facets: dict[str, str] = {}
+        if stage.matrix is not None:
+            facets.update({k: str(v) for k, v in stage.matrix.items() if _scalar(v)})
+        elif stage.item is not None:
+            facets["item"] = stage.item
+            if stage.item in stage.datasets:
+                facets["dataset"] = stage.item
+        for o in stage.outs:
+            m = self.layout.match(o)
+            if m:
+                facets.setdefault("dataset", m.group("dataset"))
+                if m.group("method"):
+                    facets.setdefault("method", m.group("method"))
+        m = self.cmd_method.search(stage.cmd)
+        if m and "method" not in facets:
+            facets["method"] = m.group("method")
+        return facets
+
+    def label(self, facets: Mapping[str, str], values: Sequence[str] = ()) -> str | None:
+        """The last asset-key part: a matrix item's values joined by ``.`` (``toollens.bm25`` for a
+        ``{dataset, method}`` matrix); else ``<item or dataset>.<method>`` when the method is known, else
+        the item or dataset alone; ``None`` if nothing is known (a plain stage keeps the key ``[<stage>]``)."""
+        if values:
+            return ".".join(values)
+        head, method = facets.get("item") or facets.get("dataset"), facets.get("method")
+        if head and method and method != head:
+            return f"{head}.{method}"
+        return head
+
+    def key_path(self, stage: DvcStage, facets: Mapping[str, str]) -> tuple[str, ...]:
+        """``(<stage>, <label>)``, or ``(<stage>,)`` for a plain stage."""
+        values = ([str(v) if _scalar(v) else f"{k}{i}" for i, (k, v) in enumerate(stage.matrix.items())]
+                  if stage.matrix is not None else [])
+        label = self.label(facets, values)
+        return (stage.stage, label) if label else (stage.stage,)
+
+    # -- the asset spec ---------------------------------------------------------------------------
+    def group_name(self, stage: str) -> str:
+        """The asset group of a stage: its name, or when longer than :data:`GROUP_NAME_MAX` its words
+        shortened (``evaluate_toolrerank`` -> ``eval_toolrerank``, ``reinvoke_ablations`` -> ``reinvoke_ablate``)."""
+        if len(stage) <= GROUP_NAME_MAX:
+            return stage
+        short = "_".join(self.group_words.get(w, w) for w in stage.split("_"))
+        return short if len(short) <= GROUP_NAME_MAX else short[:GROUP_NAME_MAX]
+
+    def description(self, item: "StageItem", fallback: str | None = None) -> str:
+        """``[<dataset>]`` (the graph shows only a key's last part, e.g. ``bm25``), then the stage's
+        ``desc:`` from ``dvc.yaml`` (or ``fallback``, default the stage name and command)."""
+        text = item.desc or fallback or f"DVC stage `{item.name}`: `{item.cmd}`"
+        if item.dataset:
+            text = f"[{item.dataset}] {text}"
+        return f"{text}\n\nDVC stage `{item.name}`; command: `{item.cmd}`" if item.desc else text
+
+    def tags(self, item: "StageItem") -> dict[str, str]:
+        """Asset tags naming what the item is about (``toolret/dataset``, ``toolret/method`` ...)."""
+        return {f"toolret/{k}": v for k, v in item.facets.items() if re.fullmatch(r"[A-Za-z0-9_.\-]{1,63}", v)}
+
+    def metadata(self, item: "StageItem") -> dict[str, Any]:
+        return {"dvc/stage": item.name, "dvc/cmd": dg.MetadataValue.text(item.cmd),
+                "dvc/outs": ", ".join(item.outs), "dvc/params": ", ".join(item.params),
+                **{k: v for k, v in item.facets.items() if k != "item"}}
+
+    def asset_spec(self, item: "StageItem", by_name: Mapping[str, "StageItem"]) -> dg.AssetSpec:
+        return dg.AssetSpec(key=item.asset_key, deps=[by_name[u].asset_key for u in item.upstream],
+                            description=self.description(item), group_name=self.group_name(item.stage),
+                            kinds={"dvc"}, tags=self.tags(item), metadata=self.metadata(item))
+
+    # -- checks -----------------------------------------------------------------------------------
+    def gated_pairs(self, items: Sequence["StageItem"]) -> list[tuple["StageItem", "StageItem"]]:
+        """``(gated, baseline)`` evaluations: method ``<base>`` + :attr:`gated_suffix` vs ``<base>``, same dataset."""
+        evaluations = [i for i in items if i.result_dirs and i.dataset and i.method]
+        return [(ft, base) for ft in evaluations if ft.method.endswith(self.gated_suffix)
+                for base in evaluations
+                if base.dataset == ft.dataset and base.method == ft.method[: -len(self.gated_suffix)]]
+
+    def checks(self, items: Sequence["StageItem"]) -> list[dg.AssetChecksDefinition]:
+        """Blocking catalogue validation on ``catalog`` / ``clean`` assets, a WARN quality gate per
+        :meth:`gated_pairs` pair (:mod:`dagster_project.checks`)."""
+        from dagster_project.checks import CATALOG_STAGES, catalog_check, quality_gate
+
+        return [*(catalog_check(i) for i in items if i.stage in CATALOG_STAGES and i.outs),
+                *(quality_gate(ft, base) for ft, base in self.gated_pairs(items))]
+
+
+def load_stage_items(project_dir: str | Path | None = None, translator: "DvcTranslator | None" = None
+                     ) -> list[StageItem]:
+    """Read the project's pipeline through DVC and return its stage items in ``dvc.yaml`` order, their
+    facets and asset keys given by ``translator`` (default :class:`DvcTranslator`).
 
     Works in a project that has not been ``dvc init``-ed yet (DVC's ``uninitialized`` mode), so the
     code location loads in a fresh checkout.
@@ -157,6 +254,7 @@ def load_stage_items(project_dir: str | Path | None = None) -> list[StageItem]:
         FileNotFoundError: when the project has no ``dvc.yaml``.
     """
     os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+    translator = translator or DvcTranslator()
     from dvc.dvcfile import load_file
     from dvc.repo import Repo
 
@@ -190,30 +288,19 @@ def load_stage_items(project_dir: str | Path | None = None) -> list[StageItem]:
                 if type(d).__name__ == "ParamsDependency":
                     params.extend(str(p) for p in (d.params or []))
             outs = tuple(_rel(o.def_path, root) for o in s.outs)
-            facets: dict[str, str] = {}
-            values: list[str] = []
+            item_key: str | None = None
+            matrix: dict[str, Any] | None = None
             if key:
                 gen = generated.get(s.name, {"key": key, "value": key})
                 value = _unwrap(gen["value"])
                 if kinds.get(base) == "MatrixDefinition" and isinstance(value, Mapping):
-                    facets.update({k: str(v) for k, v in value.items() if _scalar(v)})
-                    values = [str(v) if _scalar(v) else f"{k}{i}" for i, (k, v) in enumerate(value.items())]
+                    matrix = dict(value)
                 else:
-                    facets["item"] = str(gen["key"])
-                    if str(gen["key"]) in dataset_names:
-                        facets["dataset"] = str(gen["key"])
-            for o in outs:  # the project's data layout names dataset and method
-                m = _LAYOUT.match(o)
-                if m:
-                    facets.setdefault("dataset", m.group("dataset"))
-                    if m.group("method"):
-                        facets.setdefault("method", m.group("method"))
+                    item_key = str(gen["key"])
             cmd_text = s.cmd if isinstance(s.cmd, str) else " && ".join(s.cmd)
-            m = _CMD_METHOD.search(cmd_text)
-            if m and "method" not in facets:  # e.g. `toolret fit --method reinvoke-qgen` (outs elsewhere)
-                facets["method"] = m.group("method")
-            label = node_label(facets, values)
-            key_path = (base, label) if label else (base,)
+            dvc_stage = DvcStage(s.name, base, item_key, matrix, cmd_text, outs, frozenset(dataset_names))
+            facets = translator.facets(dvc_stage)
+            key_path = translator.key_path(dvc_stage, facets)
             raw.append((s.name, base, key_path, facets, cmd_text,
                         deps, tuple(params), outs, getattr(s, "meta", None) or {},
                         str(_unwrap(getattr(s, "desc", None)) or "").strip()))
@@ -307,33 +394,8 @@ class DvcStageConfig(dg.Config):
     force: bool = False  # `dvc repro --force`: rerun even when DVC thinks the stage is up to date
 
 
-def facet_tags(item: StageItem) -> dict[str, str]:
-    """Asset tags naming what the item is about (``toolret/dataset``, ``toolret/method`` ...)."""
-    return {f"toolret/{k}": v for k, v in item.facets.items() if re.fullmatch(r"[A-Za-z0-9_.\-]{1,63}", v)}
-
-
-def describe(item: StageItem, fallback: str | None = None) -> str:
-    """The asset description: ``[<dataset>]`` (the graph shows only a key's last part, e.g. ``bm25``), then
-    the stage's ``desc:`` from ``dvc.yaml`` (or ``fallback``, default the stage name and command)."""
-    text = item.desc or fallback or f"DVC stage `{item.name}`: `{item.cmd}`"
-    if item.dataset:
-        text = f"[{item.dataset}] {text}"
-    return f"{text}\n\nDVC stage `{item.name}`; command: `{item.cmd}`" if item.desc else text
-
-
-def _dvc_asset(item: StageItem, by_name: Mapping[str, StageItem]) -> dg.AssetsDefinition:
-    tags = facet_tags(item)
-    spec = dg.AssetSpec(
-        key=item.asset_key,
-        deps=[by_name[u].asset_key for u in item.upstream],
-        description=describe(item),
-        group_name=group_name(item.stage),
-        kinds={"dvc"},
-        tags=tags,
-        metadata={"dvc/stage": item.name, "dvc/cmd": dg.MetadataValue.text(item.cmd),
-                  "dvc/outs": ", ".join(item.outs), "dvc/params": ", ".join(item.params),
-                  **{k: v for k, v in item.facets.items() if k != "item"}},
-    )
+def _dvc_asset(item: StageItem, by_name: Mapping[str, StageItem], translator: DvcTranslator) -> dg.AssetsDefinition:
+    spec = translator.asset_spec(item, by_name)
 
     @dg.multi_asset(specs=[spec], name=item.op_name, pool="dvc", op_tags={"dvc/stage": item.name})
     def _run_stage(context: dg.AssetExecutionContext, config: DvcStageConfig, dvc: DvcResource) -> dg.MaterializeResult:
@@ -348,25 +410,27 @@ def _dvc_asset(item: StageItem, by_name: Mapping[str, StageItem]) -> dg.AssetsDe
     return _run_stage
 
 
-def build_dvc_assets(items: Sequence[StageItem]) -> list[dg.AssetsDefinition]:
-    """One asset per stage item, its deps the asset keys of its upstream stage items."""
+def build_dvc_assets(items: Sequence[StageItem], translator: DvcTranslator | None = None
+                     ) -> list[dg.AssetsDefinition]:
+    """One asset per stage item, its deps the asset keys of its upstream stage items, its spec the
+    ``translator``'s (default :class:`DvcTranslator`)."""
     by_name = {i.name: i for i in items}
-    return [_dvc_asset(i, by_name) for i in items]
+    translator = translator or DvcTranslator()
+    return [_dvc_asset(i, by_name, translator) for i in items]
 
 
 __all__ = [
-    "StageItem",
+    "DvcStage",
     "DvcStageConfig",
+    "DvcTranslator",
+    "GROUP_NAME_MAX",
+    "StageItem",
     "RESULTS_ROOT",
     "build_dvc_assets",
     "default_project_dir",
-    "describe",
-    "facet_tags",
-    "group_name",
     "load_params",
     "load_stage_items",
     "materialization_metadata",
-    "node_label",
     "op_name_for",
     "read_results",
 ]

@@ -28,7 +28,7 @@ from typing import Any
 
 import dagster as dg
 
-from dagster_project.dvc_assets import StageItem, facet_tags
+from dagster_project.dvc_assets import DvcTranslator, StageItem
 from dagster_project.resources import MlflowResource
 
 REPORT_GROUP = "report"
@@ -77,8 +77,8 @@ def _label(path: Path) -> str:
     return f"{r.get('method') or path.parent.name}/{r.get('docs') or path.stem}"
 
 
-def _report_asset(dataset: str, upstream: Sequence[StageItem], by_name: Mapping[str, StageItem]
-                  ) -> dg.AssetsDefinition:
+def _report_asset(dataset: str, upstream: Sequence[StageItem], by_name: Mapping[str, StageItem],
+                  translator: DvcTranslator) -> dg.AssetsDefinition:
     keys = report_keys(dataset, upstream)
     lineage = {i.name: _lineage(i, by_name) for i in upstream}
     specs = [
@@ -88,7 +88,7 @@ def _report_asset(dataset: str, upstream: Sequence[StageItem], by_name: Mapping[
             group_name=REPORT_GROUP,
             kinds={"mlflow"},
             skippable=True,
-            tags=facet_tags(i),
+            tags=translator.tags(i),
             description=(
                 f"[{dataset}] MLflow runs of the evaluation results of DVC stage `{i.name}` "
                 f"({', '.join(f'`{rd}`' for rd in i.result_dirs)})" + (f": {i.desc}" if i.desc else "") + ". Then "
@@ -168,10 +168,13 @@ def all_report_keys(items: Sequence[StageItem]) -> dict[str, dg.AssetKey]:
     return {name: key for ds, ups in _report_items(items).items() for name, key in report_keys(ds, ups).items()}
 
 
-def build_report_assets(items: Sequence[StageItem]) -> list[dg.AssetsDefinition]:
-    """One report multi-asset per dataset that has evaluation stages (one asset per such stage)."""
+def build_report_assets(items: Sequence[StageItem], translator: DvcTranslator | None = None
+                        ) -> list[dg.AssetsDefinition]:
+    """One report multi-asset per dataset that has evaluation stages (one asset per such stage), tagged
+    like its evaluation (``translator.tags``)."""
     by_name = {i.name: i for i in items}
-    return [_report_asset(ds, ups, by_name) for ds, ups in _report_items(items).items()]
+    translator = translator or DvcTranslator()
+    return [_report_asset(ds, ups, by_name, translator) for ds, ups in _report_items(items).items()]
 
 
 __all__ = ["REPORT_GROUP", "all_report_keys", "build_report_assets", "report_keys", "result_files"]

@@ -13,16 +13,17 @@ import dagster as dg
 RETRAIN_PREFIXES = ("finetune", "index", "evaluate", "report")  # stage-name prefixes
 
 
-def retrain_groups(present_stages: set[str]) -> list[str]:
-    """The asset groups (:func:`dagster_project.dvc_assets.group_name`) of the stages whose name starts with
-    a retraining prefix (``index_ft``, ``evaluate_reinvoke``, ``evaluate_toolrerank`` -> ``eval_toolrerank``)."""
-    from dagster_project.dvc_assets import group_name
+def retrain_groups(present_stages: set[str], translator=None) -> list[str]:
+    """The asset groups (``DvcTranslator.group_name``) of the stages whose name starts with a retraining
+    prefix (``index_ft``, ``evaluate_reinvoke``, ``evaluate_toolrerank`` -> ``eval_toolrerank``)."""
+    from dagster_project.dvc_assets import DvcTranslator
 
-    return sorted({group_name(s) for s in present_stages if s.startswith(RETRAIN_PREFIXES)})
+    translator = translator or DvcTranslator()
+    return sorted({translator.group_name(s) for s in present_stages if s.startswith(RETRAIN_PREFIXES)})
 
 
-def build_schedules(present_stages: set[str]) -> list[dg.ScheduleDefinition]:
-    groups = retrain_groups(present_stages)
+def build_schedules(present_stages: set[str], translator=None) -> list[dg.ScheduleDefinition]:
+    groups = retrain_groups(present_stages, translator)
     if not groups:
         return []
     job = dg.define_asset_job(

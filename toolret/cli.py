@@ -650,7 +650,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sl = sub.add_parser("serve-llm", help="serve a local LLM engine over the OpenAI API (for llm_engine: openai)")
     sl.add_argument("--engine", default="transformers", choices=["transformers", "llama.cpp"])
-    sl.add_argument("--model", default="smollm2-135m-instruct")
+    sl.add_argument("--model", default=None, help="default: toolret.llm.models.DEFAULT_MODEL")
     sl.add_argument("--device", default="cpu")
     sl.add_argument("--batch-size", type=int, default=64, help="most samples decoded together")
     sl.add_argument("--threads", type=int, default=None, help="CPU threads (default $TOOLRET_LLM_THREADS or all)")

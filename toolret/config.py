@@ -42,6 +42,17 @@ class StrictModel(BaseModel):
         return self.model_dump(mode="json")
 
 
+class ComponentSection(StrictModel):
+    """A method's ``params.yaml`` section: its component config plus keys only its stages and report read
+    (grids, runs, paper columns). Declared ``class XSection(XConfig, ComponentSection)``;
+    :meth:`component_config` is the ``XConfig`` part."""
+
+    def component_config(self) -> StrictModel:
+        model = next(c for c in type(self).__mro__[1:]
+                     if issubclass(c, StrictModel) and not issubclass(c, ComponentSection))
+        return model.model_validate({k: v for k, v in self.model_dump().items() if k in model.model_fields})
+
+
 class SourceConfig(StrictModel):
     root: str = "../shared/datasets"  # raw datasets, verified against MANIFEST.tsv ($TOOLRET_DATA_SOURCE wins)
     beir: dict[str, str] = Field(default_factory=dict)  # extra user catalogues: name -> BEIR directory
@@ -125,6 +136,9 @@ class CoreParams(StrictModel):
     # itself, or for a test-only benchmark its training catalogue (a ToolBench group -> toolbench-synthetic);
     # unlisted: the dataset itself. Every entry gets the index_ft / evaluate_ft stages (dense-ft of the value).
     trained_on: dict[str, str] = Field(default_factory=dict)
+    # the papers' numbers the reports show beside ours (toolret.grid_report): method -> paper column ->
+    # {"<row>.<metric>": value} (or a label); a section of its own, so no stage depends on it
+    paper: dict[str, dict[str, dict[str, float | str]]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _synthetic_sources_are_built(self):

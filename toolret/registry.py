@@ -294,7 +294,6 @@ def load_plugins() -> None:
     global _loaded
     if not _loaded:
         import toolret.methods as methods_pkg
-        import toolret.stages  # noqa: F401  (core stage templates and sections)
 
         for info in sorted(pkgutil.iter_modules(methods_pkg.__path__), key=lambda i: i.name):
             importlib.import_module(f"toolret.methods.{info.name}")

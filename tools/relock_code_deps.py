@@ -7,14 +7,19 @@ rewrites, for every locked stage (or those named), the dependency list to what `
 git-tracked source files get their current md5 and size, other deps keep their locked entry. Params,
 commands and outputs are not touched, so a params or command change still shows in ``dvc status``.
 
+With ``--params`` the locked params of the stages are set to what ``params.yaml`` now holds for the keys
+each declares: for a params edit that cannot alter outputs (a key moved out of a section that only reports
+read, e.g. the papers' numbers to ``paper:``).
+
 Only for changes that cannot alter outputs; say so in the commit message. ``tests/test_dvc_lock.py``
 checks the committed stages afterwards.
 
-Usage: .venv/bin/python tools/relock_code_deps.py [STAGE ...]
+Usage: .venv/bin/python tools/relock_code_deps.py [--params] [STAGE ...]
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import subprocess
 import sys
@@ -28,6 +33,13 @@ def _code_entry(path: str) -> dict:
     return {"path": path, "hash": "md5", "md5": hashlib.md5(data).hexdigest(), "size": len(data)}
 
 
+def _lookup(params: dict, dotted: str):
+    node = params
+    for part in dotted.split("."):
+        node = node[part]
+    return node
+
+
 def main(argv: list[str]) -> int:
     from dvc.dependency.param import ParamsDependency
     from dvc.repo import Repo
@@ -39,8 +51,16 @@ def main(argv: list[str]) -> int:
     yaml.width = 4096
     lock_path = ROOT / "dvc.lock"
     lock = yaml.load(lock_path.read_text(encoding="utf-8"))
-    declared = {s.addressing: [d.def_path for d in s.deps if not isinstance(d, ParamsDependency)]
-                for s in Repo(str(ROOT)).index.stages}
+    relock_params = "--params" in argv
+    argv = [a for a in argv if a != "--params"]
+    stages = list(Repo(str(ROOT)).index.stages)
+    declared = {s.addressing: [d.def_path for d in s.deps if not isinstance(d, ParamsDependency)] for s in stages}
+    declared_params = {s.addressing: {d.def_path: list(d.params or []) for d in s.deps if isinstance(d, ParamsDependency)}
+                       for s in stages}
+    current = {}
+    if relock_params:
+        for path in {p for by_file in declared_params.values() for p in by_file}:
+            current[path] = YAML(typ="safe").load((ROOT / path).read_text(encoding="utf-8")) or {}
     names = argv or list(lock["stages"])
     unknown = [n for n in names if n not in lock["stages"] or n not in declared]
     if unknown:
@@ -60,14 +80,23 @@ def main(argv: list[str]) -> int:
                 print(f"relock: {name}: data dep {path} was never locked; run `dvc commit -f {name}`", file=sys.stderr)
                 return 2
         new.sort(key=lambda d: d["path"])  # dvc writes deps in path order
+        stage_changed = False
         if [dict(d) for d in entry.get("deps", [])] != new:
             entry["deps"] = new
-            changed += 1
+            stage_changed = True
+        for path, keys in declared_params[name].items() if relock_params else ():
+            locked = entry.setdefault("params", {}).setdefault(path, {})
+            for key in keys:
+                value = _lookup(current[path], key)
+                if locked.get(key) != value:
+                    locked[key] = copy.deepcopy(value)  # no YAML anchors between stages
+                    stage_changed = True
+        changed += stage_changed
     tmp = lock_path.with_suffix(".lock.tmp")
     with tmp.open("w", encoding="utf-8") as f:
         yaml.dump(lock, f)
     tmp.replace(lock_path)
-    print(f"relock: {changed} of {len(names)} stages' code deps updated")
+    print(f"relock: {changed} of {len(names)} stages' code deps{' and params' if relock_params else ''} updated")
     return 0
 
 

@@ -3,7 +3,7 @@
 A named dataset reads one or more folders under the source root (``toolbench-env-*``: the groups'
 ``toolbench-stabletoolbench`` and the tool environment ``toolbench-toolenv``); its loader is called with
 those folders, in the order :func:`source_dirs` gives them. The ``catalog`` DVC stage depends on exactly
-these folders (:func:`toolret.stages.catalog_source_deps`).
+these folders (:func:`toolret.methods.core.catalog_source_deps`).
 """
 
 from __future__ import annotations

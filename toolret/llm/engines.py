@@ -7,12 +7,15 @@ from typing import Any
 ENGINES = ("transformers", "llama.cpp", "openai")
 
 
-def build_generator(engine: str, model: str = "smollm2-135m-instruct", *, device: str = "cpu",
+def build_generator(engine: str, model: str | None = None, *, device: str = "cpu",
                     batch_size: int = 64, num_threads: int | None = None, progress: bool = True,
                     base_url: str | None = None) -> Any:
     """A generator of ``model`` on ``engine``: local (llama.cpp: the GGUF; transformers: its fp32 folder)
     or ``openai``: any OpenAI-compatible server at ``base_url`` (``$TOOLRET_LLM_BASE_URL``), ``batch_size``
-    requests in flight."""
+    requests in flight. ``model`` defaults to :data:`toolret.llm.models.DEFAULT_MODEL`."""
+    from toolret.llm.models import DEFAULT_MODEL
+
+    model = model or DEFAULT_MODEL
     if engine == "openai":
         from toolret.llm.openai_backend import OpenAIConfig, OpenAIGenerator
 

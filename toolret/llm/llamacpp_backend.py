@@ -36,7 +36,7 @@ from toolret.llm.base import (
     sample_seed,
     sha256_text,
 )
-from toolret.llm.models import KNOWN_MODELS, file_sha256, packaged_gguf
+from toolret.llm.models import DEFAULT_MODEL, KNOWN_MODELS, file_sha256, packaged_gguf
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class LlamaCppConfig:
         progress: tqdm bar over samples.
     """
 
-    model: str = "smollm2-135m-instruct"
+    model: str = DEFAULT_MODEL
     n_threads: int | None = None
     max_sequences: int = 64
     n_ctx: int = 32768

@@ -53,7 +53,7 @@ def test_prompt_holds_the_sampled_documents_and_the_query_last_with_injection_ne
 
 
 def test_mean_over_folds_uses_a_t_interval():
-    from toolret.methods.qta.report import mean_ci
+    from toolret.grid_report import mean_ci
 
     # folds 0.2 and 0.3: mean 0.25, sd 0.0707107, t(0.975, df 1) = 12.7062 -> half width 0.635310
     mean, lo, hi = mean_ci([0.2, 0.3])

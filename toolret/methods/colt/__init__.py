@@ -8,7 +8,8 @@ Registers (see :mod:`toolret.registry`):
 - the ``colt:`` params section (:class:`config.ColtSection`: the authors' ToolLens defaults, the semantic
   encoder, the ablation grid) and ``colt_datasets``;
 - its stages: ``colt`` (training, costly: it needs dense-ft), ``index_colt`` / ``evaluate_colt``, and
-  ``colt_ablations`` (``toolret evaluate-grid --grid colt.ablations``, costly: one model per row).
+  ``colt_ablations`` (``toolret evaluate-grid --grid colt.ablations``, costly: one model per row);
+- the report ``toolret report-ablations --method colt`` (:mod:`report`, through :mod:`toolret.grid_report`).
 
 Importing this package is cheap (no torch): the model loads on use.
 """
@@ -25,6 +26,7 @@ from toolret.registry import (
     in_git,
     register_component,
     register_pipeline,
+    register_report,
     register_section,
     register_stage,
 )
@@ -100,3 +102,4 @@ register_stage(StageTemplate(
     params=("colt", "dense", "finetune", "evaluation"),
     outs=("data/runs/${item}/colt-ablations", "data/models/${item}/colt-ablations"),
 ))
+register_report("colt", "toolret.methods.colt.report:write_report")

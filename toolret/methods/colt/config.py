@@ -27,7 +27,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from toolret.config import GridVariant, StrictModel
+from toolret.config import ComponentSection, GridVariant, StrictModel
 
 
 class ColtConfig(StrictModel):
@@ -72,14 +72,11 @@ class ColtConfig(StrictModel):
         return {k: v for k, v in self.to_dict().items() if k != "model_name"}
 
 
-class ColtSection(ColtConfig):
+class ColtSection(ColtConfig, ComponentSection):
     """``params.yaml: colt``: the component settings plus the ablation grid (``toolret evaluate-grid --grid
     colt.ablations``) and the paper's numbers each dataset is reported against."""
 
     ablations: dict[str, GridVariant] = Field(default_factory=dict)
-
-    def component_config(self) -> ColtConfig:
-        return ColtConfig.model_validate({k: v for k, v in self.model_dump().items() if k in ColtConfig.model_fields})
 
 
 __all__ = ["ColtConfig", "ColtSection"]

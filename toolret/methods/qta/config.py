@@ -29,9 +29,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from toolret.config import GridVariant, StrictModel
-
-DEFAULT_LLM = "smollm2-135m-instruct"
+from toolret.config import ComponentSection, GridVariant, StrictModel
+from toolret.llm.models import DEFAULT_MODEL as DEFAULT_LLM  # the packaged default generator
 
 
 class QTAConfig(StrictModel):
@@ -144,13 +143,12 @@ class QTARun(StrictModel):
         return fold_name(self.dataset, self.folds, self.fold) if self.folds else self.dataset
 
 
-class QTASection(QTAConfig):
+class QTASection(QTAConfig, ComponentSection):
     """``params.yaml: qta``: the component settings, the runs its stages execute, the evaluation grid
-    (paired tests against zero-shot dense on the same queries) and the paper's numbers per dataset."""
+    (paired tests against zero-shot dense on the same queries); the paper's numbers are ``params.paper.qta``."""
 
     runs: dict[str, QTARun] = Field(default_factory=dict)
     grid: dict[str, GridVariant] = Field(default_factory=dict)
-    paper: dict[str, dict[str, float]] = Field(default_factory=dict)  # dataset -> {metric: paper value}
 
     @model_validator(mode="after")
     def _run_keys(self):
@@ -158,6 +156,3 @@ class QTASection(QTAConfig):
         if bad:
             raise ValueError(f"qta.runs keys must name the catalogue they run on: {bad}")
         return self
-
-    def component_config(self) -> QTAConfig:
-        return QTAConfig.model_validate({k: v for k, v in self.model_dump().items() if k in QTAConfig.model_fields})

@@ -3,7 +3,7 @@ folds of each dataset, next to the paper's Table 2.
 
 Reads ``<runs>/<run>/qta/summary.json`` (``toolret evaluate-grid --grid qta.grid``), the preference-data
 meta ``data/qta/<run>/preferences.meta.json`` and the adapters' ``qta.json`` (+ run-info timings). The
-paper's numbers come from ``params.qta.paper`` (no dataset names in this code). Mean over folds: the mean
+paper's numbers come from ``params.paper.qta`` (no dataset names in this code; :mod:`toolret.grid_report`). Mean over folds: the mean
 of the per-fold means, with a t-interval over folds (shown from 2 folds on); p: the paired randomization
 test of each fold's grid row against its baseline (dense) on that fold's test queries.
 """
@@ -11,64 +11,34 @@ test of each fold's grid row against its baseline (dense) on that fold's test qu
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from toolret.report_file import write_report_file
+from toolret.grid_report import (ci_cell, format_p, mean_ci, p_value, paper_numbers, read_json, read_variants,
+                                 write_report_file)
 
 METRICS = ("comp@5", "comp@10", "ndcg@5")
 
 
-def _read(path: Path) -> dict[str, Any] | None:
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-
-
-def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float | None, float | None]:
-    """Mean and t-interval over folds (``None`` bounds for fewer than 2 folds)."""
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2:
-        return mean, None, None
-    from scipy import stats
-
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    half = stats.t.ppf(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
-    return mean, mean - half, mean + half
-
-
-def _p(row: dict, metric: str) -> str:
-    pval = row.get("vs_baseline", {}).get(metric, {}).get("p_value")
-    if pval is None:
-        return "-"
-    return "<0.001" if pval < 0.001 else f"{pval:.3f}"
-
-
 def run_section(runs: Path, run: str, artifacts: Path, models: Path) -> tuple[list[str], dict[str, Any]]:
-    summary = json.loads((runs / run / "qta" / "summary.json").read_text(encoding="utf-8"))
-    variants = summary["variants"]
+    variants = read_variants(runs / run / "qta")
     lines = [f"### {run}", "", "| row | n | " + " | ".join(f"{m} [95% CI]" for m in METRICS)
              + " | Δ comp@5 vs dense | p comp@5 | p ndcg@5 |",
              "|---|---|" + "---|" * len(METRICS) + "---|---|---|"]
     data: dict[str, Any] = {"variants": {}}
     for name, row in variants.items():
-        cells = []
-        for m in METRICS:
-            v = row["metrics"].get(m)
-            lo, hi = row["ci95"].get(m, [float("nan")] * 2)
-            cells.append("-" if v is None else f"{v:.3f} [{lo:.3f}, {hi:.3f}]")
+        cells = [ci_cell(row["metrics"], row["ci95"], m) for m in METRICS]
         base = variants.get(row.get("baseline") or "", {}).get("metrics", {})
         delta = f"{row['metrics']['comp@5'] - base['comp@5']:+.3f}" if base and name != row.get("baseline") else "-"
         n = row.get("components", {})
-        result = _read(runs / run / "qta" / f"{name}.json") or {}
+        result = read_json(runs / run / "qta" / f"{name}.json") or {}
         lines.append(f"| {name} | {result.get('n_queries', '')} | " + " | ".join(cells)
-                     + f" | {delta} | {_p(row, 'comp@5')} | {_p(row, 'ndcg@5')} |")
+                     + f" | {delta} | {format_p(p_value(row, 'comp@5'))} | {format_p(p_value(row, 'ndcg@5'))} |")
         data["variants"][name] = {"metrics": {m: row["metrics"].get(m) for m in METRICS},
-                                  "p_comp@5": row.get("vs_baseline", {}).get("comp@5", {}).get("p_value"),
-                                  "p_ndcg@5": row.get("vs_baseline", {}).get("ndcg@5", {}).get("p_value"),
+                                  "p_comp@5": p_value(row, "comp@5"), "p_ndcg@5": p_value(row, "ndcg@5"),
                                   "components": n}
-    prefs = _read(artifacts / run / "preferences.meta.json")
+    prefs = read_json(artifacts / run / "preferences.meta.json")
     if prefs:
         c = prefs.get("counts", {})
         lines += ["", f"Preference data: {c.get('records')} rounds, {c.get('pairs')} pairs "
@@ -99,6 +69,7 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, note
     from toolret.config import data_dir
 
     section = params.qta
+    papers = paper_numbers(params, "qta")
     sections, data, by_base = [], {}, {}
     for run in datasets:
         if not (runs / run / "qta" / "summary.json").is_file():
@@ -113,7 +84,7 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, note
                   + " / ".join(METRICS) + " |", "|---|---|---|" + "---|" * len(METRICS) + "---|"]
     for base, members in by_base.items():
         rows = sorted({r for m in members for r in data[m]["variants"]})
-        paper = section.paper.get(base, {})
+        paper = papers.get(base, {})
         for row in rows:
             vals = {m: [data[k]["variants"][row]["metrics"][m] for k in members if row in data[k]["variants"]]
                     for m in METRICS}
@@ -134,4 +105,4 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, note
     return write_report_file(out, body, data, notes)
 
 
-__all__ = ["mean_ci", "run_section", "write_report"]
+__all__ = ["run_section", "write_report"]

@@ -24,7 +24,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from toolret.config import GridVariant, StrictModel
+from toolret.config import ComponentSection, GridVariant, StrictModel
 
 # the generator whose outputs are the DVC-tracked artifacts: Qwen2.5-Coder-0.5B-Instruct (packaged GGUF) beat
 # SmolLM2-135M-Instruct on RestBench (full Re-Invoke nDCG@5 0.396 vs 0.276, paired p < 0.001) and tied on MetaTool
@@ -82,13 +82,9 @@ class ReInvokeConfig(StrictModel):
         return self
 
 
-class ReInvokeSection(ReInvokeConfig):
+class ReInvokeSection(ReInvokeConfig, ComponentSection):
     """``params.yaml: reinvoke``: the component settings plus the paper's ablation grid (Table 3) and
     which paper column each dataset is reported against (``toolret report --ablations``)."""
 
     ablations: dict[str, GridVariant] = Field(default_factory=dict)
     paper_columns: dict[str, str] = Field(default_factory=dict)  # dataset -> single-tool|multi-tool|I1|I2|I3
-
-    def component_config(self) -> ReInvokeConfig:
-        return ReInvokeConfig.model_validate({k: v for k, v in self.model_dump().items()
-                                              if k in ReInvokeConfig.model_fields})

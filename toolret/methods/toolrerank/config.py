@@ -31,7 +31,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from toolret.config import GridVariant, StrictModel
+from toolret.config import ComponentSection, GridVariant, StrictModel
 from toolret.retrieval.models import LoraSettings
 
 TAUS = [0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9]
@@ -109,16 +109,12 @@ class ToolRerankConfig(TrainingConfig):
                                               if k in TrainingConfig.model_fields})
 
 
-class ToolRerankSection(ToolRerankConfig):
+class ToolRerankSection(ToolRerankConfig, ComponentSection):
     """``params.yaml: toolrerank``: the component settings plus the ablation grid (``toolret evaluate-grid
     --grid toolrerank.ablations``) and which rows the report pairs against."""
 
     ablations: dict[str, GridVariant] = Field(default_factory=dict)
     paper_columns: dict[str, str] = Field(default_factory=dict)  # dataset -> paper Table 3 column (I1-Inst ...)
-
-    def component_config(self) -> ToolRerankConfig:
-        return ToolRerankConfig.model_validate({k: v for k, v in self.model_dump().items()
-                                                if k in ToolRerankConfig.model_fields})
 
 
 __all__ = ["GridConfig", "PAPER_BEST", "TAUS", "ToolRerankConfig", "ToolRerankSection", "TrainingConfig"]

@@ -3,7 +3,8 @@
 Reads ``<runs>/<ds>/toolrerank-ablations/summary.json`` and the rows' ``*.per_query.jsonl`` (written by ``toolret
 evaluate-grid --grid toolrerank.ablations``), the artifact's ``seen.json`` / ``toolrerank.json`` and the
 catalogues (for each query's gold APIs and type). Which column of the paper a dataset is compared with
-is ``params.toolrerank.paper_columns`` (no dataset names here). Writes:
+is ``params.toolrerank.paper_columns``, the paper's numbers ``params.paper.toolrerank`` (no dataset names or
+paper numbers here; :mod:`toolret.grid_report`). Writes:
 
 - the main table (paper Table 3 shape): NDCG@5 / Recall@5 of BM25, the first stage, Rerank-10/30/50 and
   ToolRerank per dataset, with the paper's numbers;
@@ -24,31 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from toolret.report_file import write_report_file
+from toolret.grid_report import format_p, paired, paper_numbers, per_query, read_variants, write_report_file
 
-# Paper Table 3 (NDCG@5, Recall@5), bert-base DPR + cross-encoder on ToolBench's 16k APIs
-PAPER_TABLE3 = {
-    "I1-Inst": {"bm25": (45.2, 48.2), "dense": (87.5, 90.8), "rerank-10": (92.1, 94.2), "rerank-30": (89.1, 91.7),
-                "rerank-50": (88.4, 91.4), "toolrerank": (92.2, 95.0)},
-    "I2-Inst": {"bm25": (40.9, 44.3), "dense": (81.7, 85.4), "rerank-10": (84.2, 87.3), "rerank-30": (80.6, 81.8),
-                "rerank-50": (79.6, 80.2), "toolrerank": (84.4, 88.2)},
-    "I3-Inst": {"bm25": (33.6, 35.7), "dense": (80.7, 82.7), "rerank-10": (84.9, 85.1), "rerank-30": (84.2, 84.0),
-                "rerank-50": (82.6, 81.6), "toolrerank": (85.5, 85.6)},
-    "I1-Tool": {"bm25": (59.3, 63.9), "dense": (74.5, 80.5), "rerank-10": (80.3, 82.9), "rerank-30": (82.5, 85.6),
-                "rerank-50": (80.6, 82.6), "toolrerank": (85.3, 88.2)},
-    "I1-Cat": {"bm25": (53.6, 55.7), "dense": (59.2, 64.1), "rerank-10": (69.9, 68.7), "rerank-30": (75.6, 76.1),
-               "rerank-50": (75.5, 77.1), "toolrerank": (79.0, 81.6)},
-    "I2-Cat": {"bm25": (33.8, 35.5), "dense": (42.4, 47.6), "rerank-10": (56.5, 57.3), "rerank-30": (61.1, 62.4),
-               "rerank-50": (62.5, 63.4), "toolrerank": (66.1, 66.4)},
-}
-# Paper Table 6 (Recall@5): hierarchy variants; Table 7 (single-tool columns): extended list
-PAPER_TABLE6 = {"hier_none": {"I1-Inst": 94.2, "I1-Tool": 87.5, "I1-Cat": 77.8, "I2-Inst": 86.9, "I3-Inst": 84.8, "I2-Cat": 65.7},
-                "hier_single": {"I1-Inst": 95.0, "I1-Tool": 89.7, "I1-Cat": 81.9, "I2-Inst": 85.4, "I3-Inst": 83.9, "I2-Cat": 64.8},
-                "hier_multi": {"I1-Inst": 93.4, "I1-Tool": 85.6, "I1-Cat": 76.6, "I2-Inst": 88.2, "I3-Inst": 85.6, "I2-Cat": 66.4},
-                "hier_oracle": {"I1-Inst": 95.0, "I1-Tool": 89.7, "I1-Cat": 81.9, "I2-Inst": 88.2, "I3-Inst": 85.6, "I2-Cat": 66.4}}
-PAPER_TABLE7 = {"ext_none": {"I1-Inst": 95.0, "I1-Tool": 86.9, "I1-Cat": 81.1},
-                "ext_both": {"I1-Inst": 94.5, "I1-Tool": 87.6, "I1-Cat": 80.9},
-                "ext_seen_only": {"I1-Inst": 94.5, "I1-Tool": 86.3, "I1-Cat": 80.4}}
 MAIN_ROWS = [("bm25", "BM25"), ("dense", "first stage (dense, MiniLM zero-shot)"), ("rerank-10", "Rerank-10"),
              ("rerank-30", "Rerank-30"), ("rerank-50", "Rerank-50"), ("toolrerank", "**ToolRerank**")]
 BASELINES = ("bm25", "dense", "rerank-10", "rerank-30", "rerank-50")
@@ -58,28 +36,7 @@ ABLATIONS = [("hier_none", "hierarchy: none (truncation + cross-encoder)"), ("hi
              ("ext_seen_only", "extended list: seen tools only"),
              ("trunc_10_10", "m_s = m_u = 10"), ("trunc_30_30", "m_s = m_u = 30"), ("trunc_50_50", "m_s = m_u = 50"),
              ("trunc_10_30", "m_s 10, m_u 30"), ("trunc_30_50", "m_s 30, m_u 50"), ("trunc_50_10", "m_s 50 > m_u 10")]
-
-
-def _per_query(run_dir: Path, row: str) -> dict[str, dict[str, Any]]:
-    path = run_dir / f"{row}.per_query.jsonl"
-    if not path.is_file():
-        return {}
-    return {r["query_id"]: r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines()) if r}
-
-
-def _pval(p: float) -> str:
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
-
-
-def _paired(a: dict, b: dict, metric: str = "recall@5") -> dict[str, float] | None:
-    from toolret.metrics import paired_test
-
-    qids = [q for q in a if q in b]
-    if not qids:
-        return None
-    x = np.array([a[q][metric] for q in qids])
-    y = np.array([b[q][metric] for q in qids])
-    return paired_test(x, y, method="randomization", seed=13)
+ABLATION_ROWS = {row for row, _ in ABLATIONS}
 
 
 def _query_groups(catalog, seen) -> dict[str, str]:
@@ -95,11 +52,10 @@ def dataset_data(runs: Path, ds: str, catalog, seen, classifier) -> dict[str, An
     from toolret.methods.toolrerank.hierarchy import is_multi_tool
 
     run_dir = runs / ds / "toolrerank-ablations"
-    summary_path = run_dir / "summary.json"
-    if not summary_path.is_file():
+    variants = read_variants(run_dir)
+    if variants is None:
         return None
-    variants = json.loads(summary_path.read_text(encoding="utf-8"))["variants"]
-    pq = {row: _per_query(run_dir, row) for row in variants}
+    pq = {row: per_query(run_dir, row) for row in variants}
     groups = _query_groups(catalog, seen)
     data: dict[str, Any] = {"rows": {}, "groups": {g: sum(v == g for v in groups.values()) for g in ("seen", "unseen", "mixed")}}
     for row, v in variants.items():
@@ -115,7 +71,7 @@ def dataset_data(runs: Path, ds: str, catalog, seen, classifier) -> dict[str, An
     present = [b for b in BASELINES if b in data["rows"]]
     if "toolrerank" in data["rows"] and present:
         best = max(present, key=lambda b: data["rows"][b]["metrics"]["recall@5"])
-        test = _paired(pq["toolrerank"], pq[best])
+        test = paired(pq["toolrerank"], pq[best], "recall@5")
         data["target"] = {"best_baseline": best, "toolrerank": data["rows"]["toolrerank"]["metrics"]["recall@5"],
                           "baseline": data["rows"][best]["metrics"]["recall@5"], "test": test}
     if classifier is not None:
@@ -127,7 +83,7 @@ def dataset_data(runs: Path, ds: str, catalog, seen, classifier) -> dict[str, An
     return data
 
 
-def _main_table(data: dict[str, Any], columns: dict[str, str]) -> list[str]:
+def _main_table(data: dict[str, Any], columns: dict[str, str], paper: dict[str, dict[str, Any]]) -> list[str]:
     dss = list(data)
     head = "| method | " + " | ".join(f"{ds} ({columns.get(ds, '-')}) N@5 / R@5" for ds in dss) + " |"
     lines = [head, "|---|" + "---|" * len(dss)]
@@ -136,8 +92,9 @@ def _main_table(data: dict[str, Any], columns: dict[str, str]) -> list[str]:
         for ds in dss:
             r = data[ds]["rows"].get(row)
             cell = f"{100 * r['metrics']['ndcg@5']:.1f} / {100 * r['metrics']['recall@5']:.1f}" if r else "-"
-            paper = PAPER_TABLE3.get(columns.get(ds, ""), {}).get(row)
-            cells.append(cell + (f" (paper {paper[0]:.1f} / {paper[1]:.1f})" if paper else ""))
+            col = paper.get(columns.get(ds, ""), {})
+            pn, pr = col.get(f"{row}.ndcg@5"), col.get(f"{row}.recall@5")
+            cells.append(cell + (f" (paper {pn:.1f} / {pr:.1f})" if pn is not None and pr is not None else ""))
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return lines
 
@@ -162,6 +119,7 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, note
         if d is not None:
             data[ds] = d
     columns = dict(section.paper_columns)
+    paper = paper_numbers(params, "toolrerank")
     art = read_report(artifact)
     shown = artifact.relative_to(project_dir()) if artifact.is_relative_to(project_dir()) else artifact
     lines = ["# ToolRerank results", "",
@@ -171,14 +129,14 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, note
              f"{art['cross_encoder']['n_examples']} training rows ({art['cross_encoder']['loss']} loss); dev grid on "
              f"{art['n_dev_queries']} dev queries; selected "
              f"{art['selected']}, paper best 10 / 50 / 0.85 / 0.7 / 3).", "",
-             "## Main table (paper Table 3 shape)", "", *_main_table(data, columns), ""]
+             "## Main table (paper Table 3 shape)", "", *_main_table(data, columns, paper), ""]
     lines += ["## Target: ToolRerank vs the best of BM25, first stage and Rerank-m (Recall@5, paired randomization test)", "",
               "| dataset | best baseline | its R@5 | ToolRerank R@5 | Δ | p |", "|---|---|---|---|---|---|"]
     for ds, d in data.items():
         t = d.get("target")
         if t:
             lines.append(f"| {ds} | {t['best_baseline']} | {100 * t['baseline']:.1f} | {100 * t['toolrerank']:.1f} | "
-                         f"{100 * (t['toolrerank'] - t['baseline']):+.1f} | {_pval(t['test']['p_value'])} |")
+                         f"{100 * (t['toolrerank'] - t['baseline']):+.1f} | {format_p(t['test']['p_value'])} |")
     lines += ["", "## Seen / unseen (Recall@5 by query group; seen = every gold API occurs in the training data)", "",
               "| dataset (query group) | queries | " + " | ".join(lab for _, lab in MAIN_ROWS) + " |",
               "|---|---|" + "---|" * len(MAIN_ROWS)]
@@ -206,10 +164,10 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, note
             c = f"{100 * r['metrics']['recall@5']:.1f}"
             vb = (r.get("vs_baseline") or {}).get("recall@5")
             if vb and row != "toolrerank":
-                c += f" (p {_pval(vb['p_value'])})"
-            paper = {**PAPER_TABLE6, **PAPER_TABLE7}.get(row, {}).get(columns.get(ds, ""))
-            if paper is not None:
-                c += f" [paper {paper:.1f}]"
+                c += f" (p {format_p(vb['p_value'])})"
+            pv = paper.get(columns.get(ds, ""), {}).get(f"{row}.recall@5") if row in ABLATION_ROWS else None
+            if pv is not None:
+                c += f" [paper {pv:.1f}]"
             cells.append(c)
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines += ["", "## Query-type classifier (test queries; multi-tool = gold APIs from more than one tool)", "",
@@ -226,4 +184,4 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, note
     return write_report_file(out, "\n".join(lines), data, notes)
 
 
-__all__ = ["PAPER_TABLE3", "dataset_data", "write_report"]
+__all__ = ["dataset_data", "write_report"]
