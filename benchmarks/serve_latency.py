@@ -1,22 +1,40 @@
-"""Serving latency under load: a real `toolret serve` process on 127.0.0.1, REST and MCP, per pipeline.
+"""Serving latency under load: a real `toolret serve` process on 127.0.0.1, REST and MCP, per pipeline and
+catalogue.
 
-Per method (bm25, dense; hooks: ``hybrid`` and ``rerank-10`` = dense + cross-encoder over its top 10, run
-when such a pipeline exists: a registered name whose learned parts are present, or ``--index
-METHOD=DIR`` of a saved pipeline; else skipped with a note) the pipeline is fitted, indexed and saved on
-the catalogue, served by ``toolret serve`` (a child process), and driven by a bounded asyncio client
-loop: ``--requests`` requests (one test query each, cycled, top ``--k``) at each concurrency (1, 8, 32)
-and protocol (REST ``POST /search``; MCP ``search_tools`` over streamable HTTP through the SDK's client,
-one session per concurrent client). Rows: ``method``, ``protocol``, ``n_tools``, ``concurrency``,
-``p50_ms``, ``p99_ms``, ``requests_per_s``, ``errors`` (+ the 1-minute load average when the setting ran).
+Methods (``--methods``, default all four):
 
-The client runs on the same machine (its CPU time competes with the server's: on 2 cores the numbers
-are a lower bound for a separate client machine).
+- ``bm25``, ``dense``, ``hybrid`` (bm25 + dense, reciprocal-rank fused; from the catalogue's own documents
+  where it has no ``cleaned`` variant, as a catalogue loaded from the sources);
+- ``rerank-10``: dense + the ToolRerank cross-encoder over its top 10 (``dense+ce-top10``), the trained
+  artifact committed at ``data/models/toolbench-synthetic/toolrerank``, picked by the ``--set`` values its
+  artifact key records (``toolrerank.train_dataset=toolbench-synthetic``, ``first_stage=hybrid``,
+  ``max_length=128``); the persistent cross-encoder score cache is off and each (protocol, concurrency)
+  setting gets a fresh server, so no request is answered from scores an earlier one computed (the
+  in-process memo of a server lives only for its setting, whose queries do not repeat when ``--warmup +
+  --requests`` <= the test queries).
+
+Catalogues (``--datasets``, default both): ``toolbench-g1-instruction`` (the 2,479 APIs of the ToolBench
+groups) and ``toolbench-env-g1-instruction`` (the same queries over the 46,879-API tool environment), loaded
+from the sources once each; or ``--catalog DIR`` (a curated catalogue, repeatable). Per (catalogue, method)
+the pipeline is fitted, indexed and saved (``--index METHOD[@CATALOG]=DIR`` serves a saved one instead;
+``--index-dir DIR`` keeps the built ones there and reuses them on the next run), served by ``toolret serve``
+(a child process; ``--server-args`` adds flags, e.g. ``--no-batching``), and driven by a bounded asyncio
+client loop: ``--requests`` requests (one test query each, top ``--k``) at each concurrency (``--concurrency``,
+default 1, 8, 32) and protocol (``--protocols``: REST ``POST /search``; MCP ``search_tools`` over streamable
+HTTP through the SDK's client, one session per concurrent client). Dense document vectors come from the
+embedding store in the cache home (the 46,879 documents take ~23 min to encode cold on 2 cores).
+
+Rows: ``catalog``, ``method``, ``protocol``, ``n_tools``, ``concurrency``, ``requests``, ``p50_ms``,
+``p99_ms``, ``requests_per_s``, ``errors``, ``mean_batch_queries`` (queries per pipeline search the server
+ran: its micro-batching), ``queries_repeat`` and the 1-minute load average when the setting ran. The client
+runs on the same machine (its CPU time competes with the server's: on 2 cores the numbers are a lower bound
+for a separate client machine).
 
 Usage::
 
-    python benchmarks/serve_latency.py --dataset toolbench-g1-instruction --requests 150
-    python benchmarks/serve_latency.py --catalog data/curated/toollens --methods bm25,dense,rerank-10 \\
-        --index rerank-10=data/indexes/toollens/rerank-10/original
+    python benchmarks/serve_latency.py                       # everything (see benchmarks/README.md)
+    python benchmarks/serve_latency.py --datasets toolbench-g1-instruction --methods bm25,dense \\
+        --concurrency 1,8 --requests 8 --warmup 2 --out /tmp/smoke.json     # a smoke run
 """
 
 from __future__ import annotations
@@ -27,6 +45,7 @@ import contextlib
 import json
 import os
 import platform
+import shlex
 import shutil
 import signal
 import socket
@@ -43,44 +62,77 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parent.parent
-HOOKS = {"hybrid": "a BM25 + dense fusion pipeline (not registered yet)",
-         "rerank-10": "dense + the ToolRerank cross-encoder over the top 10 (needs the trained artifact: "
-                      "`dvc repro toolrerank_train`, then `toolret index --method rerank-10`)"}
+sys.path.insert(0, str(ROOT))  # this checkout's toolret (and its data/), not another installed one
+os.environ.setdefault("TOOLRET_PROJECT_DIR", str(ROOT))
+
+DATASETS = ("toolbench-g1-instruction", "toolbench-env-g1-instruction")
+RERANKER_SETS = {"toolrerank.train_dataset": "toolbench-synthetic", "toolrerank.first_stage": "hybrid",
+                 "toolrerank.max_length": 128, "toolrerank.score_cache": "off"}
+# label -> pipeline spec, the params it needs, whether each setting gets a fresh server (in-process memo)
+METHODS = {
+    "bm25": {"spec": "bm25"},
+    "dense": {"spec": "dense"},
+    "hybrid": {"spec": "hybrid"},
+    "rerank-10": {"spec": "dense+ce-top10", "set": RERANKER_SETS, "fresh_server": True},
+}
 
 
-def _catalog(args):
+def _catalogs(args):
+    """``[(name, loader)]``: each catalogue is loaded when its turn comes (the 46k one takes ~0.6 GB)."""
     from toolret.catalog.io import load_catalog
 
     if args.catalog:
-        return load_catalog(args.catalog)
+        return [(Path(c).name, lambda c=c: load_catalog(c)) for c in args.catalog]
     from toolret.cli import _load_named
     from toolret.config import load_params
 
-    return _load_named(args.dataset, load_params())
+    return [(d, lambda d=d: _load_named(d, load_params())) for d in args.datasets.split(",")]
 
 
-def _build(method: str, catalog, out: Path, allow_fit: bool) -> tuple[Path | None, str | None, float]:
-    """Save ``method`` on ``catalog`` to ``out``: ``(dir, None, build s)`` or ``(None, why skipped, 0)``."""
+def _params(method: str, overrides: list[str]):
+    from toolret.config import apply_overrides, load_params
+
+    params = load_params(overrides=overrides or None)
+    sets = METHODS.get(method, {}).get("set")
+    return apply_overrides(params, dict(sets)) if sets else params
+
+
+def _build(method: str, catalog, out: Path, overrides: list[str], allow_fit: bool) -> tuple[Path | None, dict]:
+    """Save ``method`` on ``catalog`` to ``out``: ``(dir, build info)`` or ``(None, {"note": why skipped})``."""
     from toolret.catalog.model import CatalogError
-    from toolret.config import load_params
-    from toolret.pipeline import build_pipeline
-    from toolret.registry import component, parse_spec
+    from toolret.pipeline import Pipeline, build_pipeline
+    from toolret.registry import parse_spec
     from toolret.roles import Corpus
 
+    spec_text = METHODS.get(method, {}).get("spec", method)
+    if (out / "pipeline.json").is_file():
+        return out, {"spec": spec_text, "reused": str(out), **_stats(Pipeline.load(out))}
+    params = _params(method, overrides)
     try:
-        spec = parse_spec(method)
+        spec = parse_spec(spec_text, params=params)
     except (CatalogError, KeyError) as e:
-        return None, f"no such pipeline ({HOOKS.get(method, e)})", 0.0
-    learning = [c for c in spec.components if component(c).trains]
-    if learning and not allow_fit:
-        return None, (f"{learning} learn from data: pass --index {method}=DIR of a saved pipeline "
-                      f"(or --allow-fit to train now). {HOOKS.get(method, '')}".strip()), 0.0
+        return None, {"note": f"no such pipeline: {e}"}
     t0 = time.perf_counter()
-    pipeline = build_pipeline(spec, catalog, load_params())
-    pipeline.fit(catalog)
+    pipeline = build_pipeline(spec, catalog, params)
+    untrained = [c.name for c in pipeline.components if getattr(c, "trained", True) is False]
+    if untrained and not allow_fit:
+        return None, {"note": f"{untrained} have no trained artifact: pass --index {method}=DIR of a saved "
+                              "pipeline, or --allow-fit to train now"}
+    try:
+        pipeline.fit(catalog)
+    except CatalogError as e:  # e.g. a stale artifact (its key names the differing inputs)
+        return None, {"note": f"cannot fit {spec_text}: {e}"}
     pipeline.index(Corpus.from_catalog(catalog))
     pipeline.save(out)
-    return out, None, time.perf_counter() - t0
+    return out, {"spec": spec_text, "index_build_s": round(time.perf_counter() - t0, 1), **_stats(pipeline)}
+
+
+def _stats(pipeline) -> dict:
+    """What a reader needs to interpret a row: the hybrid's weight and which documents each side read."""
+    stats = getattr(pipeline.retriever, "stats", None)
+    if not stats:
+        return {}
+    return {"retriever_stats": {k: v for k, v in stats.items() if k in ("weight", "weight_source", "side_docs")}}
 
 
 def _free_port() -> int:
@@ -90,14 +142,14 @@ def _free_port() -> int:
 
 
 class _Server:
-    def __init__(self, index: Path, log: Path, workers: int, max_in_flight: int) -> None:
+    def __init__(self, index: Path, log: Path, workers: int, max_in_flight: int, extra: list[str]) -> None:
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        self._log = open(log, "wb")
+        self._log = open(log, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "toolret.cli", "serve", "--index", str(index), "--port", str(self.port),
-             "--workers", str(workers), "--max-in-flight", str(max_in_flight), "--timeout", "120"],
-            stdout=self._log, stderr=subprocess.STDOUT)
+             "--workers", str(workers), "--max-in-flight", str(max_in_flight), "--timeout", "120", *extra],
+            stdout=self._log, stderr=subprocess.STDOUT, cwd=ROOT)
         self.log = log
 
     async def ready(self, client, timeout: float = 900) -> dict:
@@ -125,7 +177,8 @@ class _Server:
 
 
 async def _drive(call, n: int, concurrency: int, queries: list[str]) -> tuple[list[float], int, float]:
-    """``n`` calls by ``concurrency`` workers (worker i uses ``call(i, query)``): latencies ms, errors, wall s."""
+    """``n`` calls of ``queries`` (cycled) by ``concurrency`` workers (worker i uses ``call(i, query)``):
+    latencies ms, errors, wall s."""
     latencies: list[float] = []
     errors = 0
     counter = iter(range(n))
@@ -146,81 +199,113 @@ async def _drive(call, n: int, concurrency: int, queries: list[str]) -> tuple[li
     return latencies, errors, time.perf_counter() - t0
 
 
-async def _bench_server(base: str, protocols: list[str], concurrencies: list[int], n: int, warmup: int,
-                        queries: list[str], k: int) -> list[dict]:
+async def _health(http, base: str) -> dict:
+    r = await http.get(base + "/health")
+    return r.json()
+
+
+async def _bench_setting(base: str, protocol: str, c: int, args, queries: list[str]) -> dict:
+    """One (protocol, concurrency) setting against a ready server: warm-up, then ``--requests`` timed."""
     import httpx2
     from mcp import Client
 
-    rows = []
-    for protocol in protocols:
-        for c in concurrencies:
-            async with contextlib.AsyncExitStack() as stack:
-                if protocol == "rest":
-                    http = await stack.enter_async_context(httpx2.AsyncClient(
-                        timeout=120, limits=httpx2.Limits(max_connections=c, max_keepalive_connections=c)))
+    warm, timed = queries[:args.warmup], queries[args.warmup:] or queries
+    async with contextlib.AsyncExitStack() as stack:
+        admin = await stack.enter_async_context(httpx2.AsyncClient(timeout=30))
+        if protocol == "rest":
+            http = await stack.enter_async_context(httpx2.AsyncClient(
+                timeout=120, limits=httpx2.Limits(max_connections=c, max_keepalive_connections=c)))
 
-                    async def call(i, q, http=http):
-                        r = await http.post(base + "/search", json={"queries": [q], "k": k})
-                        return r.status_code == 200
-                else:
-                    sessions = [await stack.enter_async_context(Client(base + "/mcp", read_timeout_seconds=120))
-                                for _ in range(c)]
+            async def call(i, q, http=http):
+                r = await http.post(base + "/search", json={"queries": [q], "k": args.k})
+                return r.status_code == 200
+        else:
+            sessions = [await stack.enter_async_context(Client(base + "/mcp", read_timeout_seconds=120))
+                        for _ in range(c)]
 
-                    async def call(i, q, sessions=sessions):
-                        r = await sessions[i].call_tool("search_tools", {"query": q, "k": k})
-                        return not r.is_error
-                await _drive(call, warmup, c, queries)
-                lat, errors, wall = await _drive(call, n, c, queries)
-            rows.append({"protocol": protocol, "concurrency": c, "requests": n,
-                         "p50_ms": round(float(np.percentile(lat, 50)), 2),
-                         "p99_ms": round(float(np.percentile(lat, 99)), 2),
-                         "requests_per_s": round(n / wall, 1), "errors": errors,
-                         "load_avg_1m": round(os.getloadavg()[0], 2)})
-            print(json.dumps(rows[-1]), flush=True)
-    return rows
+            async def call(i, q, sessions=sessions):
+                r = await sessions[i].call_tool("search_tools", {"query": q, "k": args.k})
+                return not r.is_error
+        if warm:
+            await _drive(call, len(warm), c, warm)
+        before = await _health(admin, base)
+        lat, errors, wall = await _drive(call, args.requests, c, timed)
+        after = await _health(admin, base)
+    batches = after.get("batches", 0) - before.get("batches", 0)
+    batched = after.get("batched_queries", 0) - before.get("batched_queries", 0)
+    return {"protocol": protocol, "concurrency": c, "requests": args.requests,
+            "p50_ms": round(float(np.percentile(lat, 50)), 2), "p99_ms": round(float(np.percentile(lat, 99)), 2),
+            "requests_per_s": round(args.requests / wall, 1), "errors": errors,
+            "mean_batch_queries": round(batched / batches, 2) if batches else None,
+            "queries_repeat": args.warmup + args.requests > len(queries),
+            "load_avg_1m": round(os.getloadavg()[0], 2)}
+
+
+async def _serve_and_bench(index: Path, method: str, args, queries: list[str], log: Path) -> tuple[list[dict], dict]:
+    """Rows of every (protocol, concurrency) setting of one saved pipeline, and its server's readiness."""
+    import httpx2
+
+    settings = [(p, int(c)) for p in args.protocols.split(",") for c in args.concurrency.split(",")]
+    fresh = METHODS.get(method, {}).get("fresh_server", False)
+    groups = [[s] for s in settings] if fresh else [settings]
+    rows, ready = [], {}
+    for group in groups:
+        server = _Server(index, log, args.workers, args.max_in_flight, shlex.split(args.server_args))
+        try:
+            async with httpx2.AsyncClient(timeout=10) as client:
+                t0 = time.perf_counter()
+                health = await server.ready(client)
+                ready.setdefault("server_ready_s", round(time.perf_counter() - t0, 1))
+                ready.update(n_tools=health["n_tools"], concurrent=health.get("concurrent"))
+            for protocol, c in group:
+                rows.append(await _bench_setting(server.base, protocol, c, args, queries))
+                print(json.dumps({"method": method, **rows[-1]}), flush=True)
+        finally:
+            server.stop()
+    return rows, ready
 
 
 async def main_async(args) -> dict:
-    import httpx2
-
-    catalog = _catalog(args)
-    queries = [q.text[: 2000] for q in (catalog.split("test") or catalog.queries)]
-    given = dict(item.split("=", 1) for item in args.index or [])
-    work = Path(tempfile.mkdtemp(prefix="serve-latency-"))
-    results, skipped, builds = [], [], {}
+    given = {}
+    for item in args.index or []:
+        key, _, path = item.partition("=")
+        given[key] = Path(path)
+    methods = args.methods.split(",")
+    tmp = Path(tempfile.mkdtemp(prefix="serve-latency-"))
+    keep = Path(args.index_dir) if args.index_dir else tmp
+    results, skipped, builds, catalogs = [], [], {}, {}
     try:
-        for method in args.methods.split(","):
-            if method in given:
-                index, why, build_s = Path(given[method]), None, None
-            else:
-                index, why, build_s = _build(method, catalog, work / method, args.allow_fit)
-            if index is None:
-                skipped.append({"method": method, "note": why})
-                print(json.dumps(skipped[-1]), flush=True)
-                continue
-            server = _Server(index, work / f"{method}.log", args.workers, args.max_in_flight)
-            try:
-                async with httpx2.AsyncClient(timeout=10) as client:
-                    t0 = time.perf_counter()
-                    health = await server.ready(client)
-                    ready_s = time.perf_counter() - t0
-                builds[method] = {"index_build_s": None if build_s is None else round(build_s, 1),
-                                  "server_ready_s": round(ready_s, 1), "index": str(index) if method in given else None}
-                rows = await _bench_server(server.base, args.protocols.split(","),
-                                           [int(c) for c in args.concurrency.split(",")], args.requests,
-                                           args.warmup, queries, args.k)
-            finally:
-                server.stop()
-            for row in rows:
-                results.append({"method": method, "n_tools": health["n_tools"], **row})
+        for name, load in _catalogs(args):
+            t0 = time.perf_counter()
+            catalog = load()
+            queries = [q.text[:2000] for q in (catalog.split("test") or catalog.queries)]
+            catalogs[name] = {"n_tools": len(catalog.tools), "n_queries": len(queries),
+                              "load_s": round(time.perf_counter() - t0, 1)}
+            print(json.dumps({"catalog": name, **catalogs[name]}), flush=True)
+            for method in methods:
+                index = given.get(f"{method}@{name}") or given.get(method)
+                if index is not None:
+                    info = {"spec": METHODS.get(method, {}).get("spec", method), "index": str(index)}
+                else:
+                    index, info = _build(method, catalog, keep / name / method, args.set, args.allow_fit)
+                if index is None:
+                    skipped.append({"catalog": name, "method": method, **info})
+                    print(json.dumps(skipped[-1]), flush=True)
+                    continue
+                rows, ready = await _serve_and_bench(index, method, args, queries, tmp / f"{name}-{method}.log")
+                builds[f"{name}/{method}"] = {**info, **ready}
+                results += [{"catalog": name, "method": method, "n_tools": ready["n_tools"], **row} for row in rows]
+            del catalog
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
     return {
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "note": args.note,
-        "catalog": catalog.name, "n_tools": len(catalog.tools), "n_queries": len(queries),
+        "catalogs": catalogs,
         "settings": {"requests_per_setting": args.requests, "warmup": args.warmup, "k": args.k,
                      "server_workers": args.workers, "server_max_in_flight": args.max_in_flight,
+                     "server_args": args.server_args, "set": args.set,
+                     "methods": {m: METHODS.get(m, {"spec": m}) for m in methods},
                      "client": "asyncio in one process on the same machine (httpx2 for REST; the mcp SDK Client, "
                                "one session per concurrent client, for MCP)"},
         "builds": builds, "skipped": skipped, "results": results,
@@ -229,12 +314,13 @@ async def main_async(args) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--catalog", help="curated catalog directory")
-    src.add_argument("--dataset", help="dataset name (loaded from the sources), e.g. toolbench-g1-instruction")
-    p.add_argument("--methods", default="bm25,dense,hybrid,rerank-10")
-    p.add_argument("--index", action="append", metavar="METHOD=DIR", help="a saved pipeline to serve for METHOD")
-    p.add_argument("--allow-fit", action="store_true", help="train learning components that are absent")
+    p.add_argument("--datasets", default=",".join(DATASETS), help="dataset names, loaded from the sources")
+    p.add_argument("--catalog", action="append", help="a curated catalog directory instead (repeatable)")
+    p.add_argument("--methods", default=",".join(METHODS), help=f"subset of {list(METHODS)} or any pipeline spec")
+    p.add_argument("--index", action="append", metavar="METHOD[@CATALOG]=DIR", help="a saved pipeline to serve")
+    p.add_argument("--index-dir", help="build pipelines into DIR/<catalog>/<method> and reuse those present (delete one to rebuild it)")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="params overrides")
+    p.add_argument("--allow-fit", action="store_true", help="train learning components whose artifact is absent")
     p.add_argument("--protocols", default="rest,mcp")
     p.add_argument("--concurrency", default="1,8,32")
     p.add_argument("--requests", type=int, default=150, help="timed requests per (method, protocol, concurrency)")
@@ -242,6 +328,7 @@ def main() -> None:
     p.add_argument("--k", type=int, default=5)
     p.add_argument("--workers", type=int, default=4, help="the server's search threads")
     p.add_argument("--max-in-flight", type=int, default=256, help="the server's admission limit (above 32: no 503s)")
+    p.add_argument("--server-args", default="", help="more `toolret serve` flags, e.g. '--no-batching'")
     p.add_argument("--note", default="")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "serve_latency.json"))
     args = p.parse_args()

@@ -409,7 +409,9 @@ def _serving_limits(args: argparse.Namespace):
 
     return Limits(max_queries=args.max_queries, max_query_chars=args.max_query_chars, max_k=args.max_k,
                   max_body_bytes=args.max_body_bytes, max_in_flight=args.max_in_flight, workers=args.workers,
-                  timeout_s=args.timeout, torch_threads=args.torch_threads)
+                  timeout_s=args.timeout, torch_threads=args.torch_threads, batching=not args.no_batching,
+                  batch_max_queries=args.batch_max_queries, batch_wait_ms=args.batch_wait_ms,
+                  batch_parallel=args.batch_parallel)
 
 
 def _saved_pipeline(index: str) -> str:
@@ -628,6 +630,17 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--timeout", type=float, default=d.timeout_s, help="seconds a request waits for its search")
         sp.add_argument("--torch-threads", type=int, default=d.torch_threads,
                         help="torch intra-op threads for pipelines with a neural encoder (0: torch's default)")
+        sp.add_argument("--no-batching", action="store_true",
+                        help="run every request as its own search (default: concurrent requests for the same k "
+                        "share one pipeline search)")
+        sp.add_argument("--batch-max-queries", type=int, default=d.batch_max_queries,
+                        help="queries gathered into one search at most")
+        sp.add_argument("--batch-parallel", type=int, default=d.batch_parallel,
+                        help="batches of one pipeline run at once before new requests gather behind them "
+                        "(0: the CPU count)")
+        sp.add_argument("--batch-wait-ms", type=float, default=d.batch_wait_ms,
+                        help="how long a gathering batch waits at most for a running one to end (a pipeline "
+                        "running fewer than --batch-parallel batches never waits)")
         if http:
             sp.add_argument("--max-in-flight", type=int, default=d.max_in_flight,
                             help="searches admitted at once (running + queued); beyond: 503 + Retry-After")

@@ -9,6 +9,9 @@ Retriever      ``index(tool_ids, docs)``; ``search(...)``  bm25, dense, dense-ft
 Reranker       ``rerank(queries, Ranking, k) -> Ranking``  (ToolRerank, Rerank-m next); may add candidates
 =============  ==========================================  =============================================
 
+A component whose ``search`` / ``rerank`` only reads shared state declares ``concurrent_search = True``
+(:func:`concurrent_safe`); the server then runs concurrent searches on it without a lock.
+
 Each role has ``fit(catalog)`` (learn from the catalogue's train split, select on its dev split; a no-op
 for unsupervised components), ``save(path)`` and a classmethod ``load(path)`` that round-trip: a loaded
 component ranks exactly as the saved one. A :class:`toolret.pipeline.Pipeline` chains
@@ -42,6 +45,14 @@ class Corpus:
     @classmethod
     def from_catalog(cls, catalog: Catalog, docs: str = "original") -> Corpus:
         return cls(catalog.tool_ids, catalog.docs(docs), list(catalog.tools))
+
+
+def concurrent_safe(component) -> bool:
+    """Whether ``component.search`` / ``rerank`` may run in several threads at once without a lock: it says
+    so with ``concurrent_search = True`` (a class attribute -- BM25, dense -- or a property derived from its
+    parts, as ``hybrid`` does from its sides). Anything that does not is run under its pipeline's lock
+    (:mod:`toolret.serving.service`)."""
+    return getattr(component, "concurrent_search", False) is True
 
 
 @runtime_checkable

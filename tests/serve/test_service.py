@@ -1,5 +1,6 @@
 """The search service in process: concurrent searches without a global lock answer exactly as sequential
-ones (BM25 and dense: bm25s, faiss and the sentence-transformers encoder from 8 threads); tool records
+ones (BM25, dense and hybrid: bm25s, faiss and the sentence-transformers encoder from 8 threads); which
+components run without a lock is read from the components themselves; tool records
 from every kind of catalogue entry; a saved pipeline carries its records and catalogue summary."""
 
 from __future__ import annotations
@@ -16,18 +17,18 @@ from toolret.serving.tools import parse_toolbench_document, tool_record
 pytestmark = pytest.mark.integration
 
 
-@pytest.mark.parametrize("method", ["bm25", "dense"])
+@pytest.mark.parametrize("method", ["bm25", "dense", "hybrid"])
 def test_concurrent_searches_equal_sequential(method, serve_catalog, tmp_path):
     from toolret.serving.service import SearchService
 
     _, catalog = serve_catalog
-    torch = __import__("torch") if method == "dense" else None
+    torch = __import__("torch") if method != "bm25" else None
     threads = torch.get_num_threads() if torch else None  # the service sets 1 (process-wide): restored below
     service = SearchService(build_index(catalog, tmp_path / method, method))
     try:
         service.load()  # loaded and warmed as the server does (torch: 1 intra-op thread)
         loaded = service.current
-        assert loaded.lock is None  # read-only components: no global lock
+        assert loaded.lock is None and loaded.summary()["concurrent"]  # read-only components: no global lock
         queries = [q.text for q in catalog.queries]
         sequential = {q: loaded.search([q], 5)[0] for q in queries}
         with ThreadPoolExecutor(8) as pool:
@@ -39,6 +40,30 @@ def test_concurrent_searches_equal_sequential(method, serve_catalog, tmp_path):
     for q, hits in parallel:
         assert [h["tool_id"] for h in hits] == [h["tool_id"] for h in sequential[q]]
         assert [h["score"] for h in hits] == pytest.approx([h["score"] for h in sequential[q]], rel=1e-5)
+
+
+def test_concurrency_safety_is_derived_from_the_components():
+    """A component declares ``concurrent_search = True`` when its search only reads shared state; a hybrid
+    is safe exactly when both its sides are; anything that does not declare it runs under a lock."""
+    from toolret.methods.toolrerank.components import ToolRerankReranker
+    from toolret.methods.toolrerank.config import ToolRerankConfig
+    from toolret.retrieval.bm25 import BM25Retriever
+    from toolret.retrieval.dense import DenseRetriever
+    from toolret.retrieval.finetuned import FinetunedDenseRetriever
+    from toolret.retrieval.hybrid import HybridRetriever
+    from toolret.roles import concurrent_safe
+
+    class Unvetted(BM25Retriever):  # a subclass may cache or mutate in search(): it must opt in again
+        name = "unvetted"
+        concurrent_search = False
+
+    assert concurrent_safe(BM25Retriever()) and concurrent_safe(DenseRetriever())
+    assert concurrent_safe(FinetunedDenseRetriever("unused-folder"))
+    assert concurrent_safe(HybridRetriever([BM25Retriever(), DenseRetriever()]))
+    assert not concurrent_safe(HybridRetriever([BM25Retriever(), Unvetted()]))
+    assert not concurrent_safe(HybridRetriever([BM25Retriever(), HybridRetriever([Unvetted(), BM25Retriever()])]))
+    assert not concurrent_safe(ToolRerankReranker(ToolRerankConfig(), "unused-artifact"))  # score memo, stats
+    assert not concurrent_safe(object())
 
 
 def test_toolbench_document_gives_name_description_and_schema():

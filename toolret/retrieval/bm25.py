@@ -35,6 +35,9 @@ class BM25Retriever:
     """
 
     name = "bm25"
+    # search() only reads the index (bm25s ``retrieve``, one thread per call): the server runs concurrent
+    # searches without a lock (toolret.roles.concurrent_safe)
+    concurrent_search = True
 
     def __init__(self, config: BM25Config | None = None) -> None:
         self.config = config or BM25Config()

@@ -51,6 +51,10 @@ class DenseRetriever:
     """
 
     name = "dense"
+    # search() only reads the encoder and the faiss index (sentence-transformers ``encode`` checked from 16
+    # threads: identical vectors): the server runs concurrent searches without a lock
+    # (toolret.roles.concurrent_safe)
+    concurrent_search = True
 
     def __init__(self, config: DenseConfig | None = None, encoder=None) -> None:
         self.config = config or DenseConfig()

@@ -106,6 +106,14 @@ class HybridRetriever:
         self.tool_ids: list[str] = []
         self.stats: dict[str, Any] = {"weight": self.weight, "weight_source": "config", "fusion": self.config.fusion}
 
+    @property
+    def concurrent_search(self) -> bool:
+        """Searching only reads both sides and fuses fresh rankings: safe without a lock exactly when both
+        sides are (:func:`toolret.roles.concurrent_safe`)."""
+        from toolret.roles import concurrent_safe
+
+        return all(concurrent_safe(side) for side in self.sides)
+
     # ------------------------------------------------------------------ learn / index
     def fit(self, catalog) -> None:
         """Fit both sides; then select the weight on the dev split of ``dev_catalog`` (default: the

@@ -8,20 +8,35 @@
 
   * searches run on a fixed pool of ``workers`` threads; at most ``max_in_flight`` searches are admitted
     (running + queued for a worker); one more is answered 503 with ``Retry-After`` at once;
-  * no global lock where the components are read-only at search time: BM25 (bm25s ``retrieve``), dense /
-    dense-ft (faiss ``search``; sentence-transformers ``encode``, checked from 16 threads: identical vectors,
-    no tokenizer errors) -- :data:`THREAD_SAFE_COMPONENTS`. Any other component (LLM rewriters, rerankers
-    with caches) is not assumed thread-safe: that pipeline's searches run one at a time (a lock per loaded
-    pipeline);
-  * a request waits at most ``timeout_s`` (504); the worker thread it started cannot be killed, so its
-    admission slot is released only when that search really ends (work stays bounded);
+  * no global lock where the components are read-only at search time (:func:`toolret.roles.concurrent_safe`:
+    a component class declares ``concurrent_search = True`` -- BM25 (bm25s ``retrieve``), dense / dense-ft
+    (faiss ``search``; sentence-transformers ``encode``, checked from 16 threads: identical vectors, no
+    tokenizer errors) -- and ``hybrid`` derives it from its two sides). Any other component (LLM rewriters, rerankers
+    with score memos and statistics) is not assumed thread-safe: that pipeline's searches run one at a time
+    (a lock per loaded pipeline);
+  * **micro-batching** (``Limits.batching``, on by default): requests for the same loaded pipeline and the
+    same ``k`` are gathered into one ``pipeline.search(queries, k)`` call (one encoder forward pass instead
+    of one per request; for a locked pipeline, one reranker call) and each request gets its own rows. A
+    batch is opened by the first request and joined by later ones until it starts: it starts at once
+    when fewer than ``batch_parallel`` batches of its pipeline are running (default: one per CPU, each
+    encoding on one torch thread; an idle server adds no latency), else when one of them ends, when
+    ``batch_wait_ms`` have passed since it opened, or when it holds ``batch_max_queries`` queries (a
+    request is never split: one larger than that is a batch of its own). A pipeline with a lock runs one
+    batch at a time, and a batch waiting for the lock keeps gathering. Requests with another ``k`` form
+    their own batch: a top-k list is then exactly the pipeline's top-k for that query (a deeper search cut
+    to k may break score ties differently, and a reranker fusing with the first stage at k is no prefix of
+    its deeper list). A failed batch of several requests is retried request by request, so a request that
+    fails alone gets its error and the others their results;
+  * a request waits at most ``timeout_s`` (504); the worker thread running its batch cannot be killed, so
+    its admission slot is released only when that search really ends (work stays bounded);
   * :meth:`SearchService.reload` loads + warms a new pipeline off the request path, then swaps it in with
-    one reference assignment: a request holds the pipeline it was admitted with, so requests in flight
-    finish on the old one and none fails; a failed reload keeps the old one serving.
+    one reference assignment: a request holds the pipeline it was admitted with (a batch only gathers
+    requests of one loaded pipeline), so requests in flight finish on the old one and none fails; a failed
+    reload keeps the old one serving.
 
-Test hooks (environment, read at start): ``TOOLRET_SERVE_TEST_SEARCH_DELAY_S`` sleeps in every search
-(inside the admission slot), ``TOOLRET_SERVE_TEST_LOAD_DELAY_S`` before every load -- so tests can hold
-a slot or observe readiness; results are never altered.
+Test hooks (environment, read at start): ``TOOLRET_SERVE_TEST_SEARCH_DELAY_S`` sleeps in every batch
+(inside the admission slots of its requests, before its search), ``TOOLRET_SERVE_TEST_LOAD_DELAY_S``
+before every load -- so tests can hold a slot or observe readiness; results are never altered.
 """
 
 from __future__ import annotations
@@ -33,14 +48,13 @@ import sys
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from toolret.catalog.model import CatalogError
+from toolret.roles import concurrent_safe
 
-# components whose search() only reads shared state (checked for each loaded pipeline by component name)
-THREAD_SAFE_COMPONENTS = frozenset({"bm25", "dense", "dense-ft"})
 
 
 @dataclass(frozen=True)
@@ -59,11 +73,20 @@ class Limits:
     # run on `workers` threads, and 2 intra-op threads per search on a busy 2-core box made a MiniLM query
     # 40-200 ms instead of 15 ms (OpenMP oversubscription); 0 = leave torch's default
     torch_threads: int = 1
+    # micro-batching (module docstring): concurrent requests for one pipeline and k share one search
+    batching: bool = True
+    batch_max_queries: int = 64    # queries in one batch (a larger request is a batch of its own)
+    batch_parallel: int = 0        # batches of one pipeline running at once before new ones gather (0: CPUs)
+    batch_wait_ms: float = 20.0    # a gathering batch starts at the latest this long after it opened
 
     def __post_init__(self) -> None:
-        bad = [f"{k}={v}" for k, v in asdict(self).items() if not (v >= 0 if k == "torch_threads" else v > 0)]
+        zero_ok = ("torch_threads", "batch_wait_ms", "batch_parallel")
+        bad = [f"{k}={v}" for k, v in asdict(self).items()
+               if not isinstance(v, bool) and not (v >= 0 if k in zero_ok else v > 0)]
         if bad:
-            raise CatalogError(f"serving limits must be positive (torch_threads: >= 0): {', '.join(bad)}")
+            raise CatalogError(f"serving limits must be positive (torch_threads, batch_parallel, batch_wait_ms: "
+                               f">= 0): "
+                               f"{', '.join(bad)}")
 
 
 class RequestError(Exception):
@@ -80,6 +103,28 @@ class RequestError(Exception):
 def _env_float(name: str) -> float:
     value = os.environ.get(name, "").strip()
     return float(value) if value else 0.0
+
+
+@dataclass(eq=False)
+class _Request:
+    queries: list[str]
+    include_schema: bool
+    future: Future
+
+
+@dataclass(eq=False)
+class _Batch:
+    """Requests for one loaded pipeline and one ``k``, answered by one search."""
+
+    loaded: Loaded
+    k: int
+    opened: float  # time.monotonic() of its first request
+    requests: list[_Request] = field(default_factory=list)
+    n_queries: int = 0
+
+    def add(self, request: _Request) -> None:
+        self.requests.append(request)
+        self.n_queries += len(request.queries)
 
 
 class Loaded:
@@ -107,7 +152,7 @@ class Loaded:
         by_id = {r["id"]: r for r in records}
         self.records = {t: by_id.get(t) or id_record(t) for t in tool_ids}
         self.catalog = {**(catalog_info or {}), "n_tools": self.n_tools}
-        safe = all(c.name in THREAD_SAFE_COMPONENTS for c in self.pipeline.components)
+        safe = all(concurrent_safe(c) for c in self.pipeline.components)
         self.lock = None if safe else threading.Lock()
         self.loaded_at = time.time()
 
@@ -131,15 +176,20 @@ class Loaded:
             hit["input_schema"] = r["input_schema"]
         return hit
 
+    def rows(self, ranking, start: int, stop: int, k: int, include_schema: bool) -> list[list[dict[str, Any]]]:
+        """Hits of the ranking's rows ``start:stop`` (the queries of one request), at most ``k`` each."""
+        return [[self.hit(ranking.tool_ids[i], float(s), include_schema)
+                 for i, s in zip(ranking.indices[r], ranking.scores[r]) if i >= 0][:k]
+                for r in range(start, stop)]
+
     def search(self, queries: list[str], k: int, include_schema: bool = True) -> list[list[dict[str, Any]]]:
+        """One search outside the service's batching (the warm-up; tests), under the lock where there is one."""
         if self.lock is None:
             ranking = self.pipeline.search(queries, k)
         else:
             with self.lock:
                 ranking = self.pipeline.search(queries, k)
-        return [[self.hit(ranking.tool_ids[i], float(s), include_schema)
-                 for i, s in zip(ranking.indices[r], ranking.scores[r]) if i >= 0][:k]
-                for r in range(len(queries))]
+        return self.rows(ranking, 0, len(queries), k, include_schema)
 
     def summary(self) -> dict[str, Any]:
         return {"pipeline": self.name, "index": str(self.index_dir), "n_tools": self.n_tools,
@@ -162,7 +212,12 @@ class SearchService:
         self._admit = threading.Lock()
         self._reloading = threading.Lock()
         self._in_flight = 0
-        self.stats = {"requests": 0, "rejected": 0, "timeouts": 0, "errors": 0, "max_in_flight": 0, "reloads": 0}
+        # micro-batching: the open (joinable) batch per (loaded pipeline, k), batches running per pipeline
+        self._batches = threading.Condition()
+        self._open: dict[tuple[Loaded, int], _Batch] = {}
+        self._running: dict[Loaded, int] = {}
+        self.stats = {"requests": 0, "rejected": 0, "timeouts": 0, "errors": 0, "max_in_flight": 0, "reloads": 0,
+                      "batches": 0, "batched_queries": 0, "max_batch_queries": 0}
         self.test_search_delay_s = _env_float("TOOLRET_SERVE_TEST_SEARCH_DELAY_S")
         self.test_load_delay_s = _env_float("TOOLRET_SERVE_TEST_LOAD_DELAY_S")
 
@@ -264,7 +319,8 @@ class SearchService:
             self._in_flight -= 1
 
     def submit(self, loaded: Loaded, queries: list[str], k: int, include_schema: bool) -> Future:
-        """Admit (or 503) and queue one validated search on the worker pool."""
+        """Admit (or 503) one validated search and add it to a batch (see the module docstring); the future
+        holds its hits per query, or the error of its search."""
         with self._admit:
             self.stats["requests"] += 1
             if self._in_flight >= self.limits.max_in_flight:
@@ -274,19 +330,117 @@ class SearchService:
                                    {"Retry-After": str(self.limits.retry_after_s)})
             self._in_flight += 1
             self.stats["max_in_flight"] = max(self.stats["max_in_flight"], self._in_flight)
-        try:
-            fut = self._executor.submit(self._run, loaded, queries, k, include_schema)
-        except RuntimeError:  # shutting down
-            self._release(None)  # type: ignore[arg-type]
-            raise RequestError(503, None, "shutting down", {"Retry-After": str(self.limits.retry_after_s)}) from None
+        fut: Future = Future()
+        # running from the start: a request that stops waiting (timeout) cannot cancel it, so its slot is
+        # released when its batch really ends, never earlier
+        fut.set_running_or_notify_cancel()
         fut.add_done_callback(self._release)
+        request = _Request(queries, include_schema, fut)
+        key = (loaded, k)
+        with self._batches:
+            batch = self._open.get(key) if self.limits.batching else None
+            if batch is not None and batch.n_queries + len(queries) > self.limits.batch_max_queries:
+                del self._open[key]  # full: it starts now; this request opens the next one
+                self._batches.notify_all()
+                batch = None
+            if batch is not None:
+                batch.add(request)
+                if batch.n_queries >= self.limits.batch_max_queries:
+                    del self._open[key]
+                    self._batches.notify_all()
+                return fut
+            batch = _Batch(loaded, k, time.monotonic())
+            batch.add(request)
+            try:
+                self._executor.submit(self._run_batch, batch)
+            except RuntimeError:  # shutting down
+                fut.set_exception(RequestError(503, None, "shutting down",
+                                               {"Retry-After": str(self.limits.retry_after_s)}))
+                return fut
+            if self.limits.batching and batch.n_queries < self.limits.batch_max_queries:
+                self._open[key] = batch
         return fut
 
-    def _run(self, loaded: Loaded, queries: list[str], k: int, include_schema: bool) -> list[list[dict[str, Any]]]:
-        self._torch_threads()
+    def _close(self, batch: _Batch) -> None:
+        """No request joins ``batch`` from now on (it starts)."""
+        key = (batch.loaded, batch.k)
+        with self._batches:
+            if self._open.get(key) is batch:
+                del self._open[key]
+
+    def _gather(self, batch: _Batch) -> None:
+        """Let requests join ``batch`` while ``batch_parallel`` batches of its pipeline run, at most
+        ``batch_wait_ms`` after it opened."""
+        key = (batch.loaded, batch.k)
+        deadline = batch.opened + self.limits.batch_wait_ms / 1000
+        parallel = self.limits.batch_parallel or os.cpu_count() or 1
+        with self._batches:
+            while self._open.get(key) is batch and self._running.get(batch.loaded, 0) >= parallel:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._batches.wait(remaining)
+
+    def _run_batch(self, batch: _Batch) -> None:
+        """One batch on a worker thread: gather (a pipeline with a lock: while waiting for it), run one
+        search, hand each request its rows (or its error)."""
+        loaded = batch.loaded
+        try:
+            self._torch_threads()
+            if loaded.lock is None:
+                self._gather(batch)
+            else:
+                loaded.lock.acquire()
+            try:
+                self._close(batch)
+                with self._batches:
+                    self._running[loaded] = self._running.get(loaded, 0) + 1
+                with self._admit:
+                    self.stats["batches"] += 1
+                    self.stats["batched_queries"] += batch.n_queries
+                    self.stats["max_batch_queries"] = max(self.stats["max_batch_queries"], batch.n_queries)
+                try:
+                    self._search_batch(batch)
+                finally:
+                    with self._batches:
+                        self._running[loaded] -= 1
+                        if not self._running[loaded]:
+                            del self._running[loaded]
+                        self._batches.notify_all()  # batches gathering behind this one may start
+            finally:
+                if loaded.lock is not None:
+                    loaded.lock.release()
+        except BaseException as e:  # noqa: BLE001 - never leave a request without an answer
+            self._close(batch)
+            for r in batch.requests:
+                if not r.future.done():
+                    r.future.set_exception(e)
+
+    def _search_batch(self, batch: _Batch) -> None:
         if self.test_search_delay_s:
             time.sleep(self.test_search_delay_s)
-        return loaded.search(queries, k, include_schema)
+        queries = [q for r in batch.requests for q in r.queries]
+        try:
+            ranking = batch.loaded.pipeline.search(queries, batch.k)
+        except Exception as e:  # noqa: BLE001 - reported per request
+            if len(batch.requests) == 1:
+                batch.requests[0].future.set_exception(e)
+                return
+            for r in batch.requests:  # isolate the request(s) that fail on their own
+                try:
+                    alone = batch.loaded.pipeline.search(r.queries, batch.k)
+                    r.future.set_result(batch.loaded.rows(alone, 0, len(r.queries), batch.k, r.include_schema))
+                except Exception as e1:  # noqa: BLE001 - this request's own error
+                    r.future.set_exception(e1)
+            return
+        start = 0
+        for r in batch.requests:
+            stop = start + len(r.queries)
+            try:
+                r.future.set_result(batch.loaded.rows(ranking, start, stop, batch.k, r.include_schema))
+            except Exception as e:  # noqa: BLE001 - e.g. a record that cannot be rendered
+                r.future.set_exception(e)
+            start = stop
 
     async def search(self, queries: Any, k: Any, *, include_schema: bool = False,
                      query_field: str | None = None) -> tuple[Loaded, list[list[dict[str, Any]]]]:
@@ -332,4 +486,4 @@ class SearchService:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
-__all__ = ["Limits", "Loaded", "RequestError", "SearchService", "THREAD_SAFE_COMPONENTS"]
+__all__ = ["Limits", "Loaded", "RequestError", "SearchService"]
