@@ -1,6 +1,6 @@
 """The core stages, registered like any method's: catalogue build, cleaning and synthetic training catalogues
 per dataset, index / evaluate of every ``params.methods`` pipeline on every dataset, and dense-ft's index /
-evaluate on ``finetune_datasets`` (the baseline components themselves: :mod:`toolret.methods.baselines`).
+evaluate per ``trained_on`` entry (the baseline components themselves: :mod:`toolret.methods.baselines`).
 """
 
 from __future__ import annotations
