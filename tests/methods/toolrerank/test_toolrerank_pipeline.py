@@ -21,7 +21,8 @@ SMALL = {
     "dense": {"embedding_cache": "off"},
     "toolrerank": {"max_length": 32, "train_queries": 12, "hard_negatives": 2, "hard_negative_depth": 5,
                    "random_negatives": 1, "batch_size": 16, "lr": 1e-4, "candidates": 6,
-                   "grid": {"m_s": [3, 6], "m_u": [3, 6], "tau_s": [0.6, 0.9], "tau_m": [0.7], "n": [2, 3]}},
+                   "grid": {"m_s": [3, 6], "m_u": [3, 6], "tau_s": [0.6, 0.9], "tau_m": [0.7], "n": [2, 3],
+                            "ce_weight": [1.0, 0.5, 0.0]}},
 }
 
 
@@ -139,6 +140,33 @@ def test_ce_weight_fuses_the_reranked_order_with_the_first_stage(trained):
     assert pure.indices.tolist() != first.indices.tolist()  # the cross-encoder reorders something
     expected = weighted_rrf([pure, first], [0.4, 0.6], 10)
     assert half.indices.tolist() == expected.indices.tolist()
+
+
+def test_unset_ce_weight_is_the_artifacts_dev_selected_one(trained):
+    """The training report records the dev metric of every grid.ce_weight and selects the best; a run with
+    ``toolrerank.ce_weight`` unset ranks exactly as one given that weight."""
+    from toolret.catalog.registry import load_dataset
+    from toolret.config import apply_overrides, load_params
+    from toolret.pipeline import build_pipeline
+    from toolret.roles import Corpus
+
+    report = json.loads((trained["artifact"] / "toolrerank.json").read_text())
+    table = report["grid"]["ce_weight"]["by_weight"]
+    assert [row["ce_weight"] for row in table] == [1.0, 0.5, 0.0]
+    best = max(row["recall@5"] for row in table)
+    chosen = report["selected"]["ce_weight"]
+    assert next(row["recall@5"] for row in table if row["ce_weight"] == chosen) == best
+    params = load_params(trained["params"])
+    cat = load_dataset(str(trained["catalog"]), dev_fraction=0.25, seed=13)
+    texts = [q.text for q in cat.split("test")][:6]
+
+    def run(overrides):
+        p = build_pipeline("toolrerank", cat, apply_overrides(params, overrides))
+        p.index(Corpus.from_catalog(cat))
+        return p.search(texts, k=10).indices.tolist()
+
+    assert params.toolrerank.ce_weight is None
+    assert run({}) == run({"toolrerank.ce_weight": chosen})
 
 
 def test_a_missing_artifact_without_trainer_is_a_clear_error(trained, tmp_path):

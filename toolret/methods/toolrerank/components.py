@@ -25,19 +25,6 @@ from toolret.methods.toolrerank.config import ToolRerankConfig
 from toolret.retrieval.base import Ranking
 
 
-def _rank_rows(rows: list[list[int]], query_ids: list[str], tool_ids: list[str], k: int) -> Ranking:
-    """Ranked tool positions per query as a :class:`Ranking` of width ``min(k, longest row)`` with
-    rank-derived scores (see config.py)."""
-    width = min(k, max((len(r) for r in rows), default=0))
-    indices = np.full((len(rows), width), -1, dtype=np.int64)
-    scores = np.full((len(rows), width), -np.inf, dtype=np.float32)
-    for r, items in enumerate(rows):
-        items = items[:width]
-        indices[r, : len(items)] = items
-        scores[r, : len(items)] = 1.0 / (1.0 + np.arange(len(items)))
-    return Ranking(query_ids, tool_ids, indices, scores)
-
-
 class ToolRerankReranker:
     name = "toolrerank-ce"
 
@@ -182,7 +169,7 @@ class ToolRerankReranker:
 
     def rerank(self, queries: Sequence[str], ranking: Ranking, k: int) -> Ranking:
         from toolret.methods.toolrerank.algorithms import adaptive_truncation
-        from toolret.methods.toolrerank.rerank import QueryView, rerank_m, toolrerank
+        from toolret.methods.toolrerank.rerank import QueryView, fuse_with_first_stage, rank_rows, rerank_m, toolrerank
 
         if not self.tool_ids:
             raise CatalogError(f"{self.name}: rerank before index")
@@ -213,14 +200,22 @@ class ToolRerankReranker:
                 out_rows.append(rerank_m(view, self.plain_m))
             out_rows[-1] += [c for c in full[i][len(row):] if c not in set(out_rows[-1])]
         self._update_stats(len(queries), info_sum, modes if self.plain_m is None else None)
-        reranked = _rank_rows(out_rows, list(ranking.query_ids), self.tool_ids, k)
-        if self.config.ce_weight >= 1.0:
+        reranked = rank_rows(out_rows, list(ranking.query_ids), self.tool_ids, k)
+        weight = self.ce_weight()
+        if weight >= 1.0:
             return reranked
-        from toolret.retrieval.fusion import weighted_rrf
+        first_stage = rank_rows(full, list(ranking.query_ids), self.tool_ids, k)
+        return fuse_with_first_stage(reranked, first_stage, weight, reranked.indices.shape[1])
 
-        first_stage = _rank_rows(full, list(ranking.query_ids), self.tool_ids, k)
-        return weighted_rrf([reranked, first_stage], [self.config.ce_weight, 1.0 - self.config.ce_weight],
-                            reranked.indices.shape[1])
+    def ce_weight(self) -> float:
+        """``toolrerank.ce_weight`` where set, else the artifact's dev-selected one (1.0, the paper's reranked
+        order alone, for an artifact selected without a ``grid.ce_weight``)."""
+        if self.config.ce_weight is not None:
+            return self.config.ce_weight
+        from toolret.methods.toolrerank.training import read_report
+
+        self._ensure_trained()
+        return float(read_report(self.artifact)["selected"].get("ce_weight", 1.0))
 
     def _update_stats(self, n: int, info: dict[str, int], modes: list[str] | None) -> None:
         st = self.stats

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from toolret.config import ComponentSection, GridVariant, StrictModel
 from toolret.retrieval.models import LoraSettings
@@ -46,7 +46,17 @@ class GridConfig(StrictModel):
     tau_s: list[float] = Field(default_factory=lambda: list(TAUS))
     tau_m: list[float] = Field(default_factory=lambda: list(TAUS))
     n: list[int] = Field(default_factory=lambda: [2, 3, 4])
+    # weights of the reranked order fused with the first stage's (weighted RRF), selected after the rest;
+    # [1.0] = the paper's reranked order alone
+    ce_weight: list[float] = Field(default_factory=lambda: [1.0])
     metric: str = "recall@5"  # the paper selects on Recall@5 / NDCG@5; one metric here
+
+    @field_validator("ce_weight")
+    @classmethod
+    def _weights_in_unit_interval(cls, v: list[float]) -> list[float]:
+        if not v or any(not 0 <= w <= 1 for w in v):
+            raise ValueError(f"grid.ce_weight must be a non-empty list of weights in [0, 1], got {v}")
+        return v
 
 
 class TrainingConfig(LoraSettings):
@@ -93,8 +103,9 @@ class ToolRerankConfig(TrainingConfig):
     quantize: bool = False  # int8 dynamic quantisation of the cross-encoder at scoring (CPU speed; see benchmark)
     # 1.0 = the paper: the reranked order alone. < 1: the reranked list fused with the first stage's order by
     # weighted reciprocal rank (reranker weight ce_weight, first stage 1 - ce_weight; toolret.retrieval.fusion)
-    # -- keeps the first stage's signal where the cross-encoder is weaker (select it on a dev split)
-    ce_weight: float = Field(1.0, ge=0, le=1)
+    # -- keeps the first stage's signal where the cross-encoder is weaker. None: the artifact's dev-selected
+    # weight (grid.ce_weight; 1.0 for an artifact selected without one)
+    ce_weight: float | None = Field(None, ge=0, le=1)
     score_cache: str | None = None  # None: <cache home>/ce_scores; "off": in-process memo only
 
     @model_validator(mode="after")

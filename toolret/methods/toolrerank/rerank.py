@@ -182,4 +182,52 @@ def grid_search(views: Sequence[QueryView], modes: Sequence[str], gold: Sequence
             "n_queries": len(views), "modes": {m: len(v) for m, v in by_mode.items()}, "by_truncation": table}
 
 
-__all__ = ["Library", "MODES", "QueryView", "Setting", "grid_search", "rerank_m", "toolrerank"]
+def rank_rows(rows: list[list[int]], query_ids: list[str], tool_ids: list[str], k: int):
+    """Ranked tool positions per query as a :class:`~toolret.retrieval.base.Ranking` of width
+    ``min(k, longest row)`` with rank-derived scores ``1 / (1 + rank0)``."""
+    from toolret.retrieval.base import Ranking
+
+    width = min(k, max((len(r) for r in rows), default=0))
+    indices = np.full((len(rows), width), -1, dtype=np.int64)
+    scores = np.full((len(rows), width), -np.inf, dtype=np.float32)
+    for r, items in enumerate(rows):
+        items = items[:width]
+        indices[r, : len(items)] = items
+        scores[r, : len(items)] = 1.0 / (1.0 + np.arange(len(items)))
+    return Ranking(query_ids, tool_ids, indices, scores)
+
+
+def fuse_with_first_stage(reranked, first, ce_weight: float, k: int):
+    """The reranked order fused with the first stage's by weighted reciprocal rank (reranker ``ce_weight``,
+    first stage ``1 - ce_weight``); ``ce_weight`` 1 is the reranked order itself (the paper)."""
+    if ce_weight >= 1.0:
+        return reranked
+    from toolret.retrieval.fusion import weighted_rrf
+
+    return weighted_rrf([reranked, first], [ce_weight, 1.0 - ce_weight], k)
+
+
+def select_ce_weight(reranked: Sequence[list[int]], first: Sequence[list[int]], gold: Sequence[set[int]],
+                     weights: Sequence[float], metric: str) -> dict[str, Any]:
+    """The ``ce_weight`` of :func:`fuse_with_first_stage` with the best mean ``metric`` on the dev queries
+    (``reranked`` / ``first``: each query's reranked and first-stage candidate positions); ties go to the
+    larger weight (the closer to the paper's reranked order alone)."""
+    from toolret.metrics import per_query_metrics
+
+    k = int(metric.split("@")[1]) if "@" in metric else 5
+    qid = [str(i) for i in range(len(reranked))]
+    gold_map = {q: {str(t) for t in g} for q, g in zip(qid, gold)}
+    tool_ids = [str(t) for t in range(1 + max((max(r, default=-1) for r in [*reranked, *first]), default=0))]
+    width = max((len(r) for r in [*reranked, *first]), default=1)
+    a, b = rank_rows(list(reranked), qid, tool_ids, width), rank_rows(list(first), qid, tool_ids, width)
+    table = []
+    for w in weights:
+        fused = fuse_with_first_stage(a, b, w, width)
+        ranked = {qid[i]: [str(t) for t in fused.indices[i] if t >= 0] for i in range(len(qid))}
+        table.append({"ce_weight": w, metric: float(per_query_metrics(ranked, gold_map, [k])[1][metric].mean())})
+    best = max(table, key=lambda row: (round(row[metric], 12), row["ce_weight"]))
+    return {"selected": best["ce_weight"], "dev_" + metric: best[metric], "by_weight": table}
+
+
+__all__ = ["Library", "MODES", "QueryView", "Setting", "fuse_with_first_stage", "grid_search", "rank_rows",
+           "rerank_m", "select_ce_weight", "toolrerank"]

@@ -181,6 +181,8 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
     search = _grid_search(views, modes, gold, lib, grid, config)
     oracle = ["multi" if m else "single" for m in dev_multi]
     search["dev_baselines"] = _dev_baselines(views, gold, lib, search["selected"], config, modes, oracle, grid.metric)
+    search["ce_weight"] = _select_ce_weight(views, modes, gold, lib, search["selected"], config)
+    search["selected"]["ce_weight"] = search["ce_weight"]["selected"]
 
     report = {"train_dataset": catalog.name, "config": config.training().to_dict(), "docs": docs,
               "n_train_queries": len(train), "n_train_split": len(train_all), "n_dev_queries": len(dev),
@@ -222,6 +224,17 @@ def _grid_search(views, modes, gold, lib, grid, config: ToolRerankConfig) -> dic
     values = {k: getattr(grid, k) for k in ("m_s", "m_u", "tau_s", "tau_m", "n")}
     return grid_search(views, modes, gold, lib, values, grid.metric, PAPER_BEST,
                        extend_unseen=config.extend_unseen, extend_seen=config.extend_seen)
+
+
+def _select_ce_weight(views, modes, gold, lib, selected, config: ToolRerankConfig) -> dict[str, Any]:
+    """``grid.ce_weight``: the fusion weight of the reranked order (at the selected setting) with the first
+    stage's, chosen on the same dev queries after the rest of the grid."""
+    from toolret.methods.toolrerank.rerank import Setting, select_ce_weight, toolrerank
+
+    s = Setting(**selected, extend_unseen=config.extend_unseen, extend_seen=config.extend_seen)
+    reranked = [toolrerank(v, m, s, lib) for v, m in zip(views, modes)]
+    return select_ce_weight(reranked, [list(v.candidates) for v in views], gold, config.grid.ce_weight,
+                            config.grid.metric)
 
 
 def _dev_baselines(views, gold, lib, selected, config, modes, oracle, metric) -> dict[str, float]:
