@@ -103,6 +103,8 @@ def artifact_key(config: ToolRerankConfig, params: CoreParams, train_dataset: st
     from toolret.registry import component
 
     training = {k: v for k, v in config.training().to_dict().items() if k not in ("base_model", "train_dataset")}
+    if training["grid"].get("ce_weight") == [1.0]:  # no fusion searched: the key of artifacts made before it
+        training["grid"] = {k: v for k, v in training["grid"].items() if k != "ce_weight"}
     sections = {s: getattr(params, s).to_dict() for s in component(config.first_stage).sections if hasattr(params, s)}
     stage = {"component": config.first_stage, "sections": sections}
     return make_key("toolrerank", training, {"dataset": train_dataset, "catalog": params.catalog.to_dict()},

@@ -1,0 +1,35 @@
+"""Every trained artifact committed to git matches the inputs the current params would train it on: a change
+to a training setting's schema (a new grid field ...) must not silently turn a committed model stale (the
+component would refuse it on a fresh clone and `make run` would have to retrain it)."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolret.artifact_key import differences, read_key
+from toolret.config import load_params
+from toolret.stages import ROOT
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_committed_toolrerank_artifact_matches_its_training_params():
+    from toolret.methods.toolrerank.training import artifact_key
+
+    params = load_params(ROOT / "params.yaml")
+    train = params.toolrerank.train_dataset
+    folder = ROOT / "data" / "models" / train / "toolrerank"
+    if not (folder / "artifact_key.json").is_file():
+        pytest.skip(f"{folder} is not committed")
+    assert differences(read_key(folder), artifact_key(params.toolrerank, params, train)) == []
+
+
+def test_a_fusion_grid_enters_the_key_and_the_paper_default_does_not():
+    from toolret.methods.toolrerank.training import artifact_key
+
+    params = load_params(ROOT / "params.yaml")
+    plain = artifact_key(params.toolrerank, params, "x")
+    assert "ce_weight" not in plain["config"]["grid"]
+    fused = params.toolrerank.model_copy(update={"grid": params.toolrerank.grid.model_copy(
+        update={"ce_weight": [1.0, 0.5]})})
+    assert artifact_key(fused, params, "x")["config"]["grid"]["ce_weight"] == [1.0, 0.5]
