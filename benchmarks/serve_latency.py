@@ -6,9 +6,8 @@ Methods (``--methods``, default all four):
 - ``bm25``, ``dense``, ``hybrid`` (bm25 + dense, reciprocal-rank fused; from the catalogue's own documents
   where it has no ``cleaned`` variant, as a catalogue loaded from the sources);
 - ``rerank-10``: dense + the ToolRerank cross-encoder over its top 10 (``dense+ce-top10``), the trained
-  artifact committed at ``data/models/toolbench-synthetic/toolrerank``, picked by the ``--set`` values its
-  artifact key records (``toolrerank.train_dataset=toolbench-synthetic``, ``first_stage=hybrid``,
-  ``max_length=128``); the persistent cross-encoder score cache is off and each (protocol, concurrency)
+  artifact of the ``toolrerank`` params (in-domain: ``data/models/toolbench-synthetic/toolrerank``, 128
+  tokens); the persistent cross-encoder score cache is off and each (protocol, concurrency)
   setting gets a fresh server, so no request is answered from scores an earlier one computed (the
   in-process memo of a server lives only for its setting, whose queries do not repeat when ``--warmup +
   --requests`` <= the test queries).
@@ -66,8 +65,7 @@ sys.path.insert(0, str(ROOT))  # this checkout's toolret (and its data/), not an
 os.environ.setdefault("TOOLRET_PROJECT_DIR", str(ROOT))
 
 DATASETS = ("toolbench-g1-instruction", "toolbench-env-g1-instruction")
-RERANKER_SETS = {"toolrerank.train_dataset": "toolbench-synthetic", "toolrerank.first_stage": "hybrid",
-                 "toolrerank.max_length": 128, "toolrerank.score_cache": "off"}
+RERANKER_SETS = {"toolrerank.score_cache": "off"}
 # label -> pipeline spec, the params it needs, whether each setting gets a fresh server (in-process memo)
 METHODS = {
     "bm25": {"spec": "bm25"},

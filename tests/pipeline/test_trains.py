@@ -7,7 +7,7 @@ from toolret.config import load_params
 from toolret.registry import component, components
 from toolret.stages import ROOT
 
-LEARNERS = {"dense-ft", "colt", "qta-rewriter", "qta-base", "toolrerank-ce", "ce-top10", "ce-top30", "ce-top50"}
+LEARNERS = {"dense-ft", "hybrid-ft", "colt", "qta-rewriter", "qta-base", "toolrerank-ce", "ce-top10", "ce-top30", "ce-top50"}
 
 
 def test_trains_is_set_on_every_learning_component_and_only_there():
@@ -16,9 +16,16 @@ def test_trains_is_set_on_every_learning_component_and_only_there():
 
 def test_a_component_trained_on_another_dataset_does_not_fold_the_evaluated_one():
     params = load_params(ROOT / "params.yaml")
-    assert params.toolrerank.train_dataset == "toollens"
+    train = params.toolrerank.train_dataset
+    assert train and train != "toolbench-g1-tool"
     assert not component("toolrerank-ce").learns_from("toolbench-g1-tool", params)
-    assert component("toolrerank-ce").learns_from("toollens", params)
+    assert component("toolrerank-ce").learns_from(train, params)
     own = load_params(ROOT / "params.yaml", ["toolrerank.train_dataset=null"])
-    assert component("toolrerank-ce").learns_from("toolbench-g1-tool", own)
+    # no train_dataset and no trained_on entry: its own train split (k-folded where it has none) ...
+    assert "mtrb-metatool" not in own.trained_on
+    assert component("toolrerank-ce").learns_from("mtrb-metatool", own)
+    # ... while trained_on maps a test-only benchmark to its training catalogue
+    assert own.trained_on["toolbench-g1-tool"] != "toolbench-g1-tool"
+    assert not component("toolrerank-ce").learns_from("toolbench-g1-tool", own)
     assert component("dense-ft").learns_from("mtrb-metatool", params) and not component("bm25").learns_from("x", params)
+    assert not component("hybrid-ft").learns_from("toolbench-g1-tool", params)
