@@ -13,7 +13,7 @@ import pytest
 from toolret.catalog.model import CatalogError
 from toolret.cli import main
 from toolret.pipeline import Pipeline, build_pipeline
-from toolret.registry import Component, parse_spec, register_component, write_component_meta
+from toolret.registry import Component, Method, parse_spec, register_method, write_component_meta
 from toolret.retrieval.base import Ranking
 from toolret.retrieval.bm25 import BM25Retriever
 from toolret.roles import Corpus
@@ -80,8 +80,10 @@ class ReverseReranker:
         return r
 
 
-register_component(Component("test-twice", "rewriter", lambda ctx: TwiceRewriter(), TwiceRewriter.load))
-register_component(Component("test-reverse", "reranker", lambda ctx: ReverseReranker(), ReverseReranker.load))
+register_method(Method("test-composition", components=(
+    Component("test-twice", "rewriter", lambda ctx: TwiceRewriter(), TwiceRewriter.load),
+    Component("test-reverse", "reranker", lambda ctx: ReverseReranker(), ReverseReranker.load),
+)))
 SPEC = "test-twice+bm25+test-reverse"
 
 
