@@ -104,3 +104,43 @@ def test_names_are_unique_across_methods(methods) -> None:
         register_method(Method(name="clash", components=[_retriever("c1")],
                                pipelines=[NamedPipeline("clash-p", "c1+nope")]))
     assert methods == before
+
+
+SEEN: list = []
+
+
+def _toy_command(args, params, catalog) -> None:
+    SEEN.append((args.flag, params.bm25.k1, catalog.name if catalog is not None else None))
+
+
+def test_a_method_contributes_cli_subcommands(methods, tmp_path: Path) -> None:
+    from make_fixture import write_fixture_catalog
+
+    from toolret.cli import build_parser, main
+
+    def arguments(parser) -> None:
+        parser.add_argument("--flag", default="x")
+
+    register_method(Method(name="toy", cli=[
+        CliCommand("toy-run", "a toy command", run=f"{__name__}:_toy_command", arguments=arguments),
+        CliCommand("toy-source", "a toy command on a catalogue", run=f"{__name__}:_toy_command", arguments=arguments,
+                   source=True, overrides=False),
+    ]))
+    SEEN.clear()
+    assert main(["toy-run", "--flag", "y", "--set", "bm25.k1=0.5"]) == 0
+    source = write_fixture_catalog(tmp_path / "fixture")
+    assert main(["toy-source", "--dataset", str(source)]) == 0
+    assert SEEN == [("y", 0.5, None), ("x", 1.2, "fixture")]
+    with pytest.raises(SystemExit):  # no --set where the command takes no overrides
+        build_parser().parse_args(["toy-source", "--dataset", "d", "--set", "a.b=1"])
+
+
+def test_reranker_separation_is_toolrerank_s_command_not_the_core_cli() -> None:
+    from toolret.cli import build_parser
+
+    [command] = reg.methods()["toolrerank"].cli
+    assert command.name == "reranker-separation" and command.run.startswith("toolret.methods.toolrerank.")
+    args = build_parser().parse_args(["reranker-separation", "--dataset", "toollens", "--artifact", "a"])
+    assert (args.artifact, args.queries, args.seed) == ("a", 200, 99)
+    cli = (Path(toolret.methods.__path__[0]).parent / "cli.py").read_text(encoding="utf-8")
+    assert "toolrerank" not in cli.lower() and "reranker-separation" not in cli

@@ -12,7 +12,9 @@ Its :data:`METHOD` (see :mod:`toolret.registry`) holds:
 - the ``toolrerank:`` params section (:class:`config.ToolRerankSection`) and its stages: training on
   ``toolrerank.train_dataset`` (costly; the artifact is kept in git), and on every dataset of
   ``toolrerank_datasets`` the ``toolrerank`` pipeline's index / evaluation and the evaluation grid
-  (``toolrerank.ablations``, costly: ``make paper``).
+  (``toolrerank.ablations``, costly: ``make paper``);
+- the subcommand ``toolret reranker-separation`` (:mod:`diagnostics`: does the trained cross-encoder separate
+  gold from hard / random dev APIs).
 
 The trained artifact lives in ``data/models/<train dataset>/toolrerank``; every component trains it
 when it is absent (``fit``), so ``toolret evaluate --dataset D --method toolrerank`` works from a fresh
@@ -24,7 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from toolret.methods.toolrerank.config import ToolRerankSection, TrainingConfig
-from toolret.registry import (BuildContext, Component, Method, NamedPipeline, Section, StageTemplate,
+from toolret.registry import (BuildContext, CliCommand, Component, Method, NamedPipeline, Section, StageTemplate,
                               in_git, register_method)
 from toolret.stages import ablation_grid, index_and_evaluate
 
@@ -89,6 +91,12 @@ def _train_dataset(params) -> str | None:
     return params.toolrerank.train_dataset
 
 
+def _separation_arguments(parser) -> None:
+    parser.add_argument("--artifact", required=True, help="a ToolRerank artifact, e.g. data/models/toollens/toolrerank")
+    parser.add_argument("--queries", type=int, default=200, help="dev queries sampled (seeded)")
+    parser.add_argument("--seed", type=int, default=99)
+
+
 # what the trained artifact depends on (inference-only keys and the ablation grid do not retrain it)
 _TRAIN_PARAMS = tuple(f"toolrerank.{k}" for k in TrainingConfig.model_fields) + (
     "toolrerank.candidates", "toolrerank.seen_level", "toolrerank.extend_unseen", "toolrerank.extend_seen", "dense")
@@ -114,6 +122,10 @@ METHOD = register_method(Method(
                       "negatives)"),
     ),
     report="toolret.methods.toolrerank.report:write_report",
+    cli=(CliCommand("reranker-separation",
+                    "does a trained ToolRerank cross-encoder separate gold from hard / random dev APIs",
+                    run="toolret.methods.toolrerank.diagnostics:separation_command",
+                    arguments=_separation_arguments, source=True),),
     stages=(
         StageTemplate(
             name="toolrerank_train", order=32, costly=True, trains=True, only_if="toolrerank_datasets",
