@@ -149,15 +149,16 @@ def cmd_fit(args: argparse.Namespace) -> None:
 
 
 def cmd_rewrite(args: argparse.Namespace) -> None:
-    """Rewrite every judged query of a split with a rewriter; the outputs are written to ``--out``."""
+    """Rewrite every judged query of a split with a rewriter; the outputs are written to ``--out``
+    (:func:`toolret.jsonl_artifacts.write_rewrites`)."""
     from toolret.registry import BuildContext, build_component, component
+    from toolret.jsonl_artifacts import write_rewrites
 
     params = _params(args)
     if component(args.method).role != "rewriter":
         raise CatalogError(f"{args.method!r} is a {component(args.method).role}, not a rewriter")
     catalog = _catalog(args, params, [args.method])
-    rewriter = build_component(args.method, BuildContext(catalog, params))
-    meta = rewriter.write_artifact(catalog, args.split, args.out)
+    meta = write_rewrites(build_component(args.method, BuildContext(catalog, params)), catalog, args.split, args.out)
     print(json.dumps({"dataset": catalog.name, "component": args.method, "counts": meta.get("counts")}))
 
 
