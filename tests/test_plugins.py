@@ -34,8 +34,8 @@ PLUGIN_INIT = '''\
 from pathlib import Path
 
 from toolret.config import StrictModel
-from toolret.registry import Component, register_component, register_section
-from toolret.stages import register_index_and_evaluate
+from toolret.registry import Component, Method, Section, register_method
+from toolret.stages import index_and_evaluate
 
 with open(Path(__file__).with_name("imports.log"), "a", encoding="utf-8") as log:  # counts the imports
     log.write("imported\\n")
@@ -57,13 +57,16 @@ def _load(path):
     return NgramRetriever.load(path)
 
 
-register_section("toy", ToyConfig, staged=True)
-register_component(Component("toy-ngram", "retriever", _build, _load, ("toy",),
-                             "character n-gram overlap, set cosine (a test plugin)"))
-register_index_and_evaluate(
-    "toy-ngram", foreach="${toy_datasets}", names=("index_toy", "evaluate_toy"), orders=(52, 62),
-    index_desc="toy n-gram index", evaluate_desc="toy n-gram evaluation on the test split", params=("toy",),
-)
+METHOD = register_method(Method(
+    name="toy",
+    sections=(Section("toy", ToyConfig, staged=True),),
+    components=(Component("toy-ngram", "retriever", _build, _load, ("toy",),
+                          "character n-gram overlap, set cosine (a test plugin)"),),
+    stages=index_and_evaluate(
+        "toy-ngram", foreach="${toy_datasets}", names=("index_toy", "evaluate_toy"), orders=(52, 62),
+        index_desc="toy n-gram index", evaluate_desc="toy n-gram evaluation on the test split", params=("toy",),
+    ),
+))
 '''
 
 PLUGIN_RETRIEVER = '''\
@@ -134,8 +137,7 @@ def registry(monkeypatch: pytest.MonkeyPatch):
 
     monkeypatch.delenv("TOOLRET_PLUGINS", raising=False)
     reg.load_plugins()  # the built-in methods are part of the state kept
-    tables = ("_COMPONENTS", "_PIPELINES", "_SECTIONS", "_STAGES", "_STAGE_OWNERS", "_REPORTS", "_GENERATION_JOBS",
-              "_PLUGINS")
+    tables = ("_METHODS", "_PLUGINS")
     saved = {name: dict(getattr(reg, name)) for name in tables}
     path = list(sys.path)
     monkeypatch.setattr(reg, "_loaded", False)
@@ -261,6 +263,11 @@ def test_plugin_named_twice_is_imported_once(project: Path, registry, monkeypatc
     registry.load_plugins()
     assert params.toy.ngram == 3 and params.plugins == [PLUGIN]
     assert registry.component(TOY) is first
+    # one Method, registered by the plugin's one call, holds what it brings (its factory-made stages are the factory's)
+    toy = registry.methods()["toy"]
+    assert toy.module == PLUGIN and [c.name for c in toy.components] == [TOY]
+    assert [t.name for t in toy.stages] == ["index_toy", "evaluate_toy"]
+    assert registry.stage_owner("index_toy") == "toolret.stages"
     # the first lookup reads the project's params.yaml, then $TOOLRET_PLUGINS (already imported: skipped)
     assert registry.plugin_modules() == {PLUGIN: f"{(project / 'params.yaml').resolve()}: plugins"}
     assert _imports(project) == 1

@@ -1,4 +1,5 @@
-"""`toolret` command line: thin commands over the library (also the commands DVC stages run)."""
+"""`toolret` command line: thin commands over the library (also the commands DVC stages run), and the
+subcommands registered methods contribute (``Method.cli``)."""
 
 from __future__ import annotations
 
@@ -148,15 +149,16 @@ def cmd_fit(args: argparse.Namespace) -> None:
 
 
 def cmd_rewrite(args: argparse.Namespace) -> None:
-    """Rewrite every judged query of a split with a rewriter; the outputs are written to ``--out``."""
+    """Rewrite every judged query of a split with a rewriter; the outputs are written to ``--out``
+    (:func:`toolret.jsonl_artifacts.write_rewrites`)."""
     from toolret.registry import BuildContext, build_component, component
+    from toolret.jsonl_artifacts import write_rewrites
 
     params = _params(args)
     if component(args.method).role != "rewriter":
         raise CatalogError(f"{args.method!r} is a {component(args.method).role}, not a rewriter")
     catalog = _catalog(args, params, [args.method])
-    rewriter = build_component(args.method, BuildContext(catalog, params))
-    meta = rewriter.write_artifact(catalog, args.split, args.out)
+    meta = write_rewrites(build_component(args.method, BuildContext(catalog, params)), catalog, args.split, args.out)
     print(json.dumps({"dataset": catalog.name, "component": args.method, "counts": meta.get("counts")}))
 
 
@@ -372,12 +374,17 @@ def cmd_report_ablations(args: argparse.Namespace) -> None:
     print(f"wrote {out}")
 
 
-def cmd_reranker_separation(args: argparse.Namespace) -> None:
-    """AUCs of a trained ToolRerank cross-encoder on gold / hard / random dev pairs (JSON on stdout)."""
-    from toolret.methods.toolrerank.diagnostics import diagnose
+def method_command(command):
+    """The function running a method's subcommand (:class:`toolret.registry.CliCommand`): its ``run`` target
+    called with the args, the params and, where the command takes ``--catalog`` / ``--dataset``, the catalogue."""
+    def run(args: argparse.Namespace) -> None:
+        import importlib
 
-    params = _params(args)
-    print(json.dumps(diagnose(_catalog(args, params), args.artifact, params, args.queries, args.seed)))
+        params = _params(args)
+        module, _, func = command.run.partition(":")
+        getattr(importlib.import_module(module), func)(args, params, _catalog(args, params) if command.source else None)
+
+    return run
 
 
 def cmd_generate_shards(args: argparse.Namespace) -> None:
@@ -607,14 +614,17 @@ def build_parser() -> argparse.ArgumentParser:
     overrides(ra)  # the settings the grid ran with, e.g. --set reinvoke.n_queries=5
     ra.set_defaults(func=cmd_report_ablations)
 
-    rs = sub.add_parser("reranker-separation",
-                        help="does a trained ToolRerank cross-encoder separate gold from hard / random dev APIs")
-    source(rs)
-    rs.add_argument("--artifact", required=True, help="a ToolRerank artifact, e.g. data/models/toollens/toolrerank")
-    rs.add_argument("--queries", type=int, default=200, help="dev queries sampled (seeded)")
-    rs.add_argument("--seed", type=int, default=99)
-    overrides(rs)
-    rs.set_defaults(func=cmd_reranker_separation)
+    from toolret.registry import cli_commands
+
+    for command in cli_commands():  # the subcommands the registered methods contribute
+        msub = sub.add_parser(command.name, help=command.help)
+        if command.source:
+            source(msub)
+        if command.arguments is not None:
+            command.arguments(msub)
+        if command.overrides:
+            overrides(msub)
+        msub.set_defaults(func=method_command(command))
 
     def served(sp, http: bool):
         from toolret.serving.service import Limits
@@ -689,8 +699,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)  # the parser holds the methods' subcommands (plugins included)
         args.func(args)
     except CatalogError as e:
         print(f"toolret: error: {e}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""JSONL artifacts with a ``.meta.json`` sidecar (Re-Invoke generations, QTA preferences and rewrites).
+"""JSONL artifacts with a ``.meta.json`` sidecar (Re-Invoke generations, QTA preferences and rewrites, any
+rewriter's stored outputs: :func:`write_rewrites`).
 
 ``<name>.jsonl`` holds one record per line; ``<name>.meta.json`` says what made it (config, model, prompt
 versions, counts). Both are written atomically. A meta's ``run_info`` (timings, cache hits) is not part of
@@ -56,3 +57,19 @@ def read_jsonl(path: str | Path, missing: str = "artifact not found") -> list[di
             raise CatalogError(f"{path}: line {i + 1} is not a JSON object")
         records.append(record)
     return records
+
+
+def write_rewrites(rewriter: Any, catalog: Any, split: str, out: str | Path) -> dict[str, Any]:
+    """Rewrite every judged query of ``split`` and store the outputs in ``out`` (JSONL + meta; ``toolret
+    rewrite``): ``write_artifact(catalog, split, out)`` where the rewriter defines it (see
+    :class:`toolret.roles.QueryRewriter`), else one ``{query_id, text, rewrites}`` row per query. Returns the meta."""
+    write_artifact = getattr(rewriter, "write_artifact", None)
+    if write_artifact is not None:
+        return write_artifact(catalog, split, out)
+    queries = [q for q in catalog.split(split) if catalog.gold(q.id)]
+    rewrites = rewriter.rewrite([q.text for q in queries])
+    rows = [{"query_id": q.id, "text": q.text, "rewrites": list(r)} for q, r in zip(queries, rewrites)]
+    meta = {"kind": "rewrites", "component": rewriter.name, "dataset": catalog.name, "split": split,
+            "counts": {"n": len(rows)}}
+    write_jsonl(out, rows, meta)
+    return meta

@@ -1,19 +1,27 @@
-"""The one registry: components (per role), named pipelines, config sections and DVC stage templates.
+"""The one registry: every method is one declarative :class:`Method`, registered with one call.
 
-A method is one folder under ``toolret/methods/<name>/`` whose ``__init__`` registers what it brings:
+A method is one folder under ``toolret/methods/<name>/`` whose ``__init__`` builds its ``METHOD`` and calls
+:func:`register_method` once. A ``Method`` holds what the method brings:
 
-- :func:`register_component` -- a rewriter, retriever or reranker: how to build it for a catalogue
-  (``build(ctx)``), how to load a saved one (``load(path)``), which ``params.yaml`` sections it reads;
-- :func:`register_pipeline` -- a name for a composition (``reinvoke`` = ``reinvoke-intents+reinvoke-qgen``);
-- :func:`register_section` -- its ``params.yaml`` section (a pydantic model, the single source of defaults);
-- :func:`register_stage` -- its DVC stage templates (``toolret stages`` writes ``dvc.yaml`` from them;
-  Dagster builds one asset per stage item from ``dvc.yaml``).
+- ``components`` -- rewriters, retrievers and rerankers (:class:`Component`): how to build one for a
+  catalogue (``build(ctx)``), how to load a saved one (``load(path)``), which ``params.yaml`` sections it reads;
+- ``pipelines`` -- names for compositions (:class:`NamedPipeline`: ``reinvoke`` = ``reinvoke-intents+reinvoke-qgen``);
+- ``sections`` -- its ``params.yaml`` sections (:class:`Section`: a pydantic model, the single source of defaults);
+- ``stages`` -- its DVC stage templates (:class:`StageTemplate`, most made by the factories of
+  :mod:`toolret.stages`; ``toolret stages`` writes ``dvc.yaml`` from them, Dagster one asset per stage item);
+- ``report`` -- its ablation report writer (``toolret report-ablations --method <name>``);
+- ``generation_jobs`` -- its durable LLM jobs (``toolret generate-shards --job``);
+- ``cli`` -- the ``toolret`` subcommands it contributes (:class:`CliCommand`).
+
+Every lookup (:func:`component`, :func:`pipelines`, :func:`config_sections`, :func:`stage_templates`,
+:func:`report_hook` ...) reads the registered methods. The core stages are a method like any other
+(:mod:`toolret.methods.core`).
 
 On the command line any registered pipeline name, component name or ``+``-joined composition
 (``[rewriter+]retriever[+reranker...]``, e.g. ``reinvoke-intents+bm25``) names what to evaluate.
 
-A method package outside the ``toolret`` tree (a *plugin*) registers itself with the same calls; it is
-imported by module name (importable from ``sys.path`` or the project directory) when named by
+A method package outside the ``toolret`` tree (a *plugin*) registers its ``Method`` with the same call; it
+is imported by module name (importable from ``sys.path`` or the project directory) when named by
 ``$TOOLRET_PLUGINS`` (comma-separated) or by the ``plugins:`` list of ``params.yaml`` -- see
 :func:`load_plugins` and :func:`import_plugins`.
 """
@@ -23,9 +31,10 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from toolret.catalog.model import CatalogError
@@ -167,6 +176,9 @@ class StageTemplate:
     components_param: str | None = None  # ... or a params list naming them (e.g. "methods")
     only_if: str | None = None  # a params key (dotted); the stage is generated only where its value is non-empty
     item_deps: Callable[[Any, str], tuple[str, ...]] | None = None  # per-item deps (with a foreach)
+    # the module whose code wrote the template (what importing it executes is a code dep of the stage): a
+    # stage factory of toolret.stages names itself; empty = the module of the Method listing it
+    module: str = ""
 
 
 # the most a file kept in git may weigh (a test checks every tracked file): trained artifacts are born small
@@ -181,34 +193,141 @@ def in_git(*paths: str) -> tuple[dict[str, dict[str, bool]], ...]:
     return tuple({p: {"cache": False}} for p in paths)
 
 
-_REPORTS: dict[str, str] = {}
-_GENERATION_JOBS: dict[str, str] = {}
-_COMPONENTS: dict[str, Component] = {}
-_PIPELINES: dict[str, tuple[str, str]] = {}  # name -> (spec, possibly a ${params} template; description)
-_SECTIONS: dict[str, tuple[type, bool]] = {}
-_STAGES: dict[str, StageTemplate] = {}
-_STAGE_OWNERS: dict[str, str] = {}
+@dataclass(frozen=True)
+class NamedPipeline:
+    """A name for a composition, e.g. ``NamedPipeline("reinvoke", "reinvoke-intents+reinvoke-qgen")``.
+
+    ``spec`` may name a component by a params key, ``"${toolrerank.first_stage}+toolrerank-ce"``: it is
+    resolved against the params :func:`parse_spec` gets (``--set`` overrides included)."""
+
+    name: str
+    spec: str
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Section:
+    """``params.yaml`` section ``name`` validated by ``model``; ``staged``: it also gets a ``<name>_datasets``
+    list naming the datasets its stages run on."""
+
+    name: str
+    model: type
+    staged: bool = False
+
+
+@dataclass(frozen=True)
+class CliCommand:
+    """A ``toolret`` subcommand a method contributes (``toolret <name> ...``).
+
+    ``run`` (``"module:function"``, imported when the command runs) is called as ``function(args, params,
+    catalog)``: ``params`` the validated ``params.yaml`` (``--params``, with ``--set`` overrides where
+    ``overrides``), ``catalog`` the one ``--catalog DIR`` / ``--dataset NAME`` names where ``source``, else
+    ``None``. ``arguments(parser)`` adds the command's own options."""
+
+    name: str
+    help: str
+    run: str
+    arguments: Callable[[Any], None] | None = None
+    source: bool = False
+    overrides: bool = True
+
+
+@dataclass(frozen=True)
+class Method:
+    """Everything one method brings, registered at once by :func:`register_method` (see the module doc).
+
+    ``report`` and the values of ``generation_jobs`` are ``"module:function"`` targets, imported on use:
+    a report writer is called as ``(runs, datasets, out, params=..., notes=...)``; a generation job as
+    ``(catalog, params, n)`` returning ``(prompts, sampling params, LazyCachedLLM, provenance)``.
+    ``module`` (the package defining it) is filled in by :func:`register_method`."""
+
+    name: str
+    description: str = ""
+    components: tuple[Component, ...] = ()
+    pipelines: tuple[NamedPipeline, ...] = ()
+    sections: tuple[Section, ...] = ()
+    stages: tuple[StageTemplate, ...] = ()
+    report: str | None = None
+    generation_jobs: Mapping[str, str] = field(default_factory=dict)
+    cli: tuple[CliCommand, ...] = ()
+    module: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("components", "pipelines", "sections", "stages", "cli"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        object.__setattr__(self, "generation_jobs", MappingProxyType(dict(self.generation_jobs)))
+
+
+_METHODS: dict[str, Method] = {}
 _PLUGINS: dict[str, str] = {}  # imported plugin module -> where it was configured
 _loaded = False
 PLUGINS_ENV = "TOOLRET_PLUGINS"
 
+# what a method registers, by kind: the names it gives each (unique across methods)
+_KINDS: dict[str, Callable[[Method], list[str]]] = {
+    "component": lambda m: [c.name for c in m.components],
+    "pipeline": lambda m: [p.name for p in m.pipelines],
+    "section": lambda m: [s.name for s in m.sections],
+    "stage": lambda m: [t.name for t in m.stages],
+    "generation job": lambda m: list(m.generation_jobs),
+    "command": lambda m: [c.name for c in m.cli],
+}
 
-def register_component(component_: Component) -> Component:
-    other = _COMPONENTS.get(component_.name)
-    if other is not None and other is not component_ and other.build is not component_.build:
-        raise ValueError(f"component name {component_.name!r} registered twice")
-    _COMPONENTS[component_.name] = component_
-    return component_
+
+def register_method(method: Method) -> Method:
+    """Register a method package's :class:`Method` (its one registration call); returns it as registered
+    (``module``: the calling module unless set). Registering a method of the same name from the same module
+    again (a re-import) replaces it.
+
+    Raises:
+        ValueError: a name (method, component, pipeline, section, stage, generation job, command) already
+            registered by another method, or a pipeline whose composition does not parse.
+    """
+    import sys
+
+    if not method.module:
+        method = replace(method, module=sys._getframe(1).f_globals.get("__name__", ""))
+    previous = _METHODS.get(method.name)
+    if previous is not None and previous.module != method.module:
+        raise ValueError(f"method {method.name!r} registered twice ({previous.module}, {method.module})")
+    for kind, names in _KINDS.items():
+        mine = names(method)
+        if len(set(mine)) != len(mine):
+            raise ValueError(f"method {method.name!r}: a {kind} name given twice in {mine}")
+        taken = {n: other.name for other in _METHODS.values() if other.name != method.name for n in names(other)}
+        clash = {n: taken[n] for n in mine if n in taken}
+        if clash:
+            raise ValueError(f"method {method.name!r}: {kind} names {clash} already registered by those methods")
+    _METHODS[method.name] = method
+    try:
+        for p in method.pipelines:
+            if "${" not in p.spec:  # checked now; a template is checked when resolved
+                parse_spec(p.spec, name=p.name, allow_named=False)
+    except BaseException:
+        if previous is None:
+            del _METHODS[method.name]
+        else:
+            _METHODS[method.name] = previous
+        raise
+    return method
 
 
-def register_pipeline(name: str, spec: str, description: str = "") -> None:
-    """A named composition, e.g. ``register_pipeline("reinvoke", "reinvoke-intents+reinvoke-qgen")``.
+def methods() -> dict[str, Method]:
+    """The registered methods by name (built-in and plugins)."""
+    load_plugins()
+    return dict(_METHODS)
 
-    ``spec`` may name a component by a params key, ``"${toolrerank.first_stage}+toolrerank-ce"``: it is
-    resolved against the params :func:`parse_spec` gets (``--set`` overrides included)."""
-    if "${" not in spec:
-        parse_spec(spec, name=name, allow_named=False)  # checked now; a template is checked when resolved
-    _PIPELINES[name] = (spec, description)
+
+def _components() -> dict[str, Component]:
+    return {c.name: c for m in _METHODS.values() for c in m.components}
+
+
+def _pipelines() -> dict[str, NamedPipeline]:
+    return {p.name: p for m in _METHODS.values() for p in m.pipelines}
+
+
+def _stages() -> dict[str, tuple[StageTemplate, Method]]:
+    return {t.name: (t, m) for m in _METHODS.values() for t in m.stages}
 
 
 def resolve_spec_template(spec: str, params: Any = None) -> str:
@@ -233,55 +352,45 @@ def resolve_spec_template(spec: str, params: Any = None) -> str:
     return re.sub(r"\$\{([\w.]+)\}", value, spec)
 
 
-def register_section(name: str, model: type, *, staged: bool = False) -> None:
-    """``params.yaml`` section ``name`` validated by ``model``; ``staged``: it also gets a
-    ``<name>_datasets`` list naming the datasets its stages run on."""
-    _SECTIONS[name] = (model, staged)
-
-
-def register_stage(template: StageTemplate) -> None:
-    """Register a stage template; the calling module is recorded as its owner (a code dep of the stage)."""
-    import sys
-
-    _STAGES[template.name] = template
-    _STAGE_OWNERS[template.name] = sys._getframe(1).f_globals.get("__name__", "")
-
-
 def stage_owner(name: str) -> str:
-    """The module that registered stage template ``name`` (e.g. ``toolret.methods.reinvoke``)."""
-    return _STAGE_OWNERS[name]
+    """The module that wrote stage template ``name`` (e.g. ``toolret.methods.reinvoke``; a factory's own
+    module for a template it made)."""
+    template, method = _stages()[name]
+    return template.module or method.module
 
 
-def register_report(method: str, target: str) -> None:
-    """A method's ablation report writer, ``"module:function"`` (``toolret report-ablations --method``)."""
-    _REPORTS[method] = target
-
-
-def report_hook(method: str):
-    load_plugins()
-    if method not in _REPORTS:
-        raise CatalogError(f"no ablation report for {method!r}; methods with one: {sorted(_REPORTS)}")
-    module, _, func = _REPORTS[method].partition(":")
+def _target(kind: str, name: str, target: str | None, known: list[str]):
+    if not target:
+        raise CatalogError(f"no {kind} {name!r}; known: {known}")
+    module, _, func = target.partition(":")
     return getattr(importlib.import_module(module), func)
 
 
-def register_generation_job(name: str, target: str) -> None:
-    """A durable LLM job (``toolret generate-shards --job NAME``): ``target`` ("module:function") is
-    called with ``(catalog, params, n)`` and returns ``(prompts, sampling params, LazyCachedLLM, provenance)``."""
-    _GENERATION_JOBS[name] = target
+def report_hook(method: str):
+    """The ablation report writer of ``method`` (``toolret report-ablations --method``)."""
+    load_plugins()
+    reports = sorted(n for n, m in _METHODS.items() if m.report)
+    found = _METHODS.get(method)
+    if found is None or not found.report:
+        raise CatalogError(f"no ablation report for {method!r}; methods with one: {reports}")
+    return _target("ablation report", method, found.report, reports)
 
 
 def generation_job(name: str):
     load_plugins()
-    if name not in _GENERATION_JOBS:
-        raise CatalogError(f"no generation job {name!r}; known: {sorted(_GENERATION_JOBS)}")
-    module, func = _GENERATION_JOBS[name].split(":")
-    return getattr(importlib.import_module(module), func)
+    jobs = {n: t for m in _METHODS.values() for n, t in m.generation_jobs.items()}
+    return _target("generation job", name, jobs.get(name), sorted(jobs))
 
 
 def generation_jobs() -> list[str]:
     load_plugins()
-    return sorted(_GENERATION_JOBS)
+    return sorted(n for m in _METHODS.values() for n in m.generation_jobs)
+
+
+def cli_commands() -> list[CliCommand]:
+    """The ``toolret`` subcommands the registered methods contribute."""
+    load_plugins()
+    return [c for _, m in sorted(_METHODS.items()) for c in m.cli]
 
 
 def load_plugins() -> None:
@@ -309,8 +418,8 @@ def load_plugins() -> None:
 def import_plugins(modules: str | list[str] | tuple[str, ...], source: str) -> None:
     """Import plugin method packages (module names; a string is comma-separated) configured in ``source``.
 
-    A plugin is a module outside ``toolret/methods`` registering components, pipelines, sections and stage
-    templates with this module's ``register_*`` calls, exactly like a built-in method package. It is
+    A plugin is a module outside ``toolret/methods`` registering its :class:`Method` with
+    :func:`register_method`, exactly like a built-in method package. It is
     imported from ``sys.path``, the project directory appended to it; a module already imported is
     skipped, so naming a plugin twice (``$TOOLRET_PLUGINS`` and ``params.yaml``) is harmless.
 
@@ -349,36 +458,37 @@ def plugin_modules() -> dict[str, str]:
 
 def component(name: str) -> Component:
     load_plugins()
-    if name not in _COMPONENTS:
-        raise CatalogError(f"unknown component {name!r}; choose one of {sorted(_COMPONENTS)}")
-    return _COMPONENTS[name]
+    found = _components()
+    if name not in found:
+        raise CatalogError(f"unknown component {name!r}; choose one of {sorted(found)}")
+    return found[name]
 
 
 def components(role: str | None = None) -> list[Component]:
     load_plugins()
-    return [c for n, c in sorted(_COMPONENTS.items()) if role is None or c.role == role]
+    return [c for n, c in sorted(_components().items()) if role is None or c.role == role]
 
 
 def pipelines(params: Any = None) -> dict[str, tuple[PipelineSpec, str]]:
     """Every named pipeline, templates resolved against ``params`` (default ``params.yaml``)."""
     load_plugins()
-    return {n: (parse_spec(n, params=params), d) for n, (_, d) in sorted(_PIPELINES.items())}
+    return {n: (parse_spec(n, params=params), p.description) for n, p in sorted(_pipelines().items())}
 
 
 def config_sections() -> dict[str, tuple[type, bool]]:
     load_plugins()
-    return dict(_SECTIONS)
+    return {s.name: (s.model, s.staged) for m in _METHODS.values() for s in m.sections}
 
 
 def stage_templates() -> list[StageTemplate]:
     load_plugins()
-    return sorted(_STAGES.values(), key=lambda t: (t.order, t.name))
+    return sorted((t for t, _ in _stages().values()), key=lambda t: (t.order, t.name))
 
 
 def available_methods() -> list[str]:
     """Every name ``--method`` takes without a ``+``: pipelines and components."""
     load_plugins()
-    return sorted(set(_PIPELINES) | set(_COMPONENTS))
+    return sorted(set(_pipelines()) | set(_components()))
 
 
 def parse_spec(spec: str, name: str | None = None, allow_named: bool = True, params: Any = None) -> PipelineSpec:
@@ -390,8 +500,9 @@ def parse_spec(spec: str, name: str | None = None, allow_named: bool = True, par
     """
     load_plugins()
     spec = spec.strip()
-    if allow_named and spec in _PIPELINES:
-        return parse_spec(resolve_spec_template(_PIPELINES[spec][0], params), name=spec, allow_named=False)
+    named = _pipelines().get(spec) if allow_named else None
+    if named is not None:
+        return parse_spec(resolve_spec_template(named.spec, params), name=spec, allow_named=False)
     parts = [p.strip() for p in spec.split("+")]
     if not all(parts):
         raise CatalogError(f"pipeline {spec!r}: empty component name")
@@ -448,9 +559,8 @@ def write_component_meta(path: Path, name: str, **extra: Any) -> None:
                                        encoding="utf-8")
 
 
-__all__ = ["BuildContext", "Component", "PipelineSpec", "StageTemplate", "available_methods", "build_component",
-           "component", "components", "config_sections", "import_plugins", "load_component", "load_plugins",
-           "parse_spec", "plugin_modules",
-           "pipelines", "register_component", "register_pipeline", "register_section", "register_stage",
-           "resolve_spec_template",
-           "stage_templates", "write_component_meta"]
+__all__ = ["BuildContext", "CliCommand", "Component", "Method", "NamedPipeline", "PipelineSpec", "Section",
+           "StageTemplate", "available_methods", "build_component", "cli_commands", "component", "components",
+           "config_sections", "generation_job", "generation_jobs", "import_plugins", "in_git", "load_component",
+           "load_plugins", "methods", "parse_spec", "pipelines", "plugin_modules", "register_method", "report_hook",
+           "resolve_spec_template", "stage_owner", "stage_templates", "write_component_meta"]

@@ -83,6 +83,12 @@ class QueryRewriter(Protocol):
 
     ``fuse`` merges the rankings of one query's rewrites (``None``: the rewriter always returns exactly
     one query per query and no fusion is needed).
+
+    ``toolret rewrite`` stores a rewriter's outputs for a split through
+    :func:`toolret.jsonl_artifacts.write_rewrites`: a rewriter
+    whose stored outputs have a format of their own (the JSONL its ``build`` reads back: Re-Invoke's intents,
+    QTA's rewrites) defines ``write_artifact(catalog, split, out) -> meta``; any other gets the generic
+    ``{query_id, text, rewrites}`` JSONL.
     """
 
     name: str

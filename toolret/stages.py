@@ -1,9 +1,9 @@
 """``dvc.yaml`` generated from the registry's stage templates, with code deps from the import graph.
 
-Every stage is registered by a method package (the core ones -- catalog, clean, synthesize, index /
-evaluate of ``params.methods`` on every dataset, dense-ft's index / evaluate -- by
-:mod:`toolret.methods.core`); this module holds the stage factories (:func:`register_index_and_evaluate`)
-and renders them: ``toolret stages`` writes ``dvc.yaml``; a test checks the committed file is what the
+Every stage belongs to a method's :class:`~toolret.registry.Method` (the core ones -- catalog, clean,
+synthesize, index / evaluate of ``params.methods`` on every dataset, dense-ft's index / evaluate -- to
+:mod:`toolret.methods.core`); this module holds the stage factories (:func:`index_and_evaluate`) and
+renders them: ``toolret stages`` writes ``dvc.yaml``; a test checks the committed file is what the
 registry generates. It imports the registry, never the other way round.
 
 Code deps: a stage's command runs one function (``StageTemplate.entry``, e.g.
@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from toolret.registry import StageTemplate, register_stage
+from toolret.registry import StageTemplate
 
 PACKAGE = "toolret"
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,30 +38,46 @@ HEADER = """\
 """
 
 
-def register_index_and_evaluate(method: str, *, foreach: str, names: tuple[str, str], orders: tuple[int, int],
-                                index_desc: str, evaluate_desc: str, options: str = "", deps: tuple[str, ...] = (),
-                                params: tuple[str, ...] = (), dataset: str = "${item}") -> None:
+def index_and_evaluate(method: str, *, foreach: str, names: tuple[str, str], orders: tuple[int, int],
+                       index_desc: str, evaluate_desc: str, options: str = "", deps: tuple[str, ...] = (),
+                       params: tuple[str, ...] = (), dataset: str = "${item}") -> tuple[StageTemplate, StageTemplate]:
     """The two stages that save a method's pipeline on each dataset of ``foreach`` and evaluate it on the test
     split: ``toolret index --method <method><options>`` into ``data/indexes/<ds>/<method>`` (``deps``: the
     trained artifacts it reads; ``params``: the sections it reads), then ``toolret evaluate-index`` into
     ``data/runs/<ds>/<method>``. ``names`` / ``orders``: the (index, evaluate) stage names and orders;
     ``dataset``: the evaluated dataset's variable (``${key}`` when ``foreach`` is a mapping whose values name
-    something else, e.g. the training catalogue of ``trained_on``)."""
+    something else, e.g. the training catalogue of ``trained_on``). The templates name this module as the one
+    that wrote them (a code dep of the stages), not the method listing them."""
     index = f"data/indexes/{dataset}/{method}"
-    register_stage(StageTemplate(
+    return (StageTemplate(
         name=names[0], order=orders[0], foreach=foreach, desc=index_desc,
         cmd=f"toolret index --catalog data/curated/{dataset} --method {method}{options} --out {index}",
         entry="toolret.cli:cmd_index", components=(method,),
-        deps=(f"data/curated/{dataset}", *deps), params=params, outs=(index,),
-    ))
-    register_stage(StageTemplate(
+        deps=(f"data/curated/{dataset}", *deps), params=params, outs=(index,), module=__name__,
+    ), StageTemplate(
         name=names[1], order=orders[1], foreach=foreach, desc=evaluate_desc,
         cmd=f"toolret evaluate-index --catalog data/curated/{dataset} --index {index} "
             f"--out data/runs/{dataset}/{method}",
         entry="toolret.cli:cmd_evaluate_index", components=(method,),
         deps=(f"data/curated/{dataset}", index), params=("evaluation",), outs=(f"data/runs/{dataset}/{method}",),
+        module=__name__,
     ))
 
+
+
+def ablation_grid(method: str, *, grid: str, order: int, desc: str, components: tuple[str, ...],
+                  deps: tuple[str, ...] = (), params: tuple[str, ...] = (), outs: tuple[str, ...] = (),
+                  costly: bool = False) -> StageTemplate:
+    """The stage evaluating every row of a method's params grid (``toolret evaluate-grid --grid <grid>``) on
+    each dataset of ``<method>_datasets`` into ``data/runs/<ds>/<method>-ablations`` (``deps``: what it reads
+    beside the curated catalogue; ``outs``: anything it writes beside the runs, e.g. the rows' models)."""
+    return StageTemplate(
+        name=f"{method}_ablations", order=order, costly=costly, foreach=f"${{{method}_datasets}}", desc=desc,
+        cmd=f"toolret evaluate-grid --catalog data/curated/${{item}} --grid {grid} "
+            f"--out data/runs/${{item}}/{method}-ablations",
+        entry="toolret.cli:cmd_evaluate_grid", components=components, deps=("data/curated/${item}", *deps),
+        params=params, outs=(f"data/runs/${{item}}/{method}-ablations", *outs), module=__name__,
+    )
 
 # ------------------------------------------------------------------------------ import graph
 def _package_roots() -> dict[str, Path]:
@@ -172,7 +188,7 @@ def entry_imports(entry: str) -> set[str]:
 
 def registration_modules(template: StageTemplate) -> list[str]:
     """The registration code a stage's result can depend on: the core registry and stage modules, and
-    the module that registered the template."""
+    the module that wrote the template (:func:`toolret.registry.stage_owner`)."""
     from toolret.registry import stage_owner
 
     return [__name__, "toolret.registry", stage_owner(template.name)]
@@ -293,5 +309,5 @@ def write_dvc_yaml(path: str | Path, params: Any = None) -> bool:
     return True
 
 
-__all__ = ["code_deps", "entry_imports", "import_closure", "register_index_and_evaluate",
+__all__ = ["ablation_grid", "code_deps", "entry_imports", "import_closure", "index_and_evaluate",
            "render_dvc_yaml", "write_dvc_yaml"]

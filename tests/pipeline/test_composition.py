@@ -13,7 +13,7 @@ import pytest
 from toolret.catalog.model import CatalogError
 from toolret.cli import main
 from toolret.pipeline import Pipeline, build_pipeline
-from toolret.registry import Component, parse_spec, register_component, write_component_meta
+from toolret.registry import Component, Method, parse_spec, register_method, write_component_meta
 from toolret.retrieval.base import Ranking
 from toolret.retrieval.bm25 import BM25Retriever
 from toolret.roles import Corpus
@@ -80,8 +80,10 @@ class ReverseReranker:
         return r
 
 
-register_component(Component("test-twice", "rewriter", lambda ctx: TwiceRewriter(), TwiceRewriter.load))
-register_component(Component("test-reverse", "reranker", lambda ctx: ReverseReranker(), ReverseReranker.load))
+register_method(Method("test-composition", components=(
+    Component("test-twice", "rewriter", lambda ctx: TwiceRewriter(), TwiceRewriter.load),
+    Component("test-reverse", "reranker", lambda ctx: ReverseReranker(), ReverseReranker.load),
+)))
 SPEC = "test-twice+bm25+test-reverse"
 
 
@@ -161,3 +163,19 @@ def test_a_registered_pipeline_may_name_its_first_stage_by_a_params_key():
     wrong = apply_overrides(params, {"toolrerank.first_stage": "ce-top10"})
     with pytest.raises(CatalogError, match="roles"):
         parse_spec("toolrerank", params=wrong)
+
+
+def test_rewrite_stores_any_rewriter_s_outputs_through_the_protocol(fixture_catalog_dir, tmp_path, capsys):
+    """``toolret rewrite`` goes through ``roles.write_rewrites``: a rewriter without a ``write_artifact`` of its
+    own (this test's) gets the generic JSONL of its rewrites of every judged query."""
+    from toolret.catalog.registry import load_dataset
+
+    out = tmp_path / "rewrites.jsonl"
+    assert main(["rewrite", "--dataset", str(fixture_catalog_dir), "--method", "test-twice", "--out", str(out)]) == 0
+    catalog = load_dataset(str(fixture_catalog_dir))
+    judged = [q for q in catalog.split("test") if catalog.gold(q.id)]
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert rows == [{"query_id": q.id, "text": q.text, "rewrites": [q.text, f"{q.text} {q.text}"]} for q in judged]
+    meta = json.loads(out.with_name("rewrites.meta.json").read_text(encoding="utf-8"))
+    assert meta["component"] == "test-twice" and meta["counts"] == {"n": len(judged)}
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["counts"] == {"n": len(judged)}

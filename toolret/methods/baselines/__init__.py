@@ -2,9 +2,9 @@
 (the same encoder fine-tuned with in-batch negatives on the catalogue's train split) and ``hybrid`` (two
 of them fused by reciprocal rank or normalised score, the weight selected on dev).
 
-Implementations live in :mod:`toolret.retrieval` (other methods build on them); this package registers
-them, their ``params.yaml`` sections (``bm25``, ``dense``, ``finetune``, ``hybrid``) and dense-ft's training
-stage.
+Implementations live in :mod:`toolret.retrieval` (other methods build on them); this package's
+:data:`METHOD` holds them, their ``params.yaml`` sections (``bm25``, ``dense``, ``finetune``, ``hybrid``) and
+dense-ft's training stage.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from toolret.registry import (BuildContext, Component, StageTemplate, in_git, register_component, register_section,
-                              register_stage)
+from toolret.registry import BuildContext, Component, Method, Section, StageTemplate, in_git, register_method
 from toolret.retrieval.bm25 import BM25Config
 from toolret.retrieval.dense import DenseConfig
 from toolret.retrieval.finetune import FinetuneConfig
@@ -21,12 +20,6 @@ from toolret.retrieval.hybrid import HybridConfig
 
 if TYPE_CHECKING:
     from toolret.catalog.model import Catalog
-
-register_section("bm25", BM25Config)
-register_section("dense", DenseConfig)
-register_section("finetune", FinetuneConfig)
-register_section("hybrid", HybridConfig)
-
 
 def _bm25(ctx: BuildContext):
     from toolret.retrieval.bm25 import BM25Retriever
@@ -103,29 +96,36 @@ def _load_hybrid(path: Path):
     return HybridRetriever.load(path)
 
 
-register_component(Component("bm25", "retriever", _bm25, _load_bm25, ("bm25",),
-                             "BM25 (bm25s, Lucene variant, k1=1.2, b=0.75)"))
-register_component(Component("dense", "retriever", _dense, _load_dense, ("dense",),
-                             "zero-shot bi-encoder (all-MiniLM-L6-v2) over a faiss inner-product index"))
-register_component(Component("dense-ft", "retriever", _dense_ft, _load_dense_ft, ("dense", "finetune"),
-                             "the dense encoder fine-tuned on the train split (in-batch negatives, dev-selected)",
-                             trains=True))
-register_component(Component("hybrid", "retriever", _hybrid, _load_hybrid, ("hybrid", "bm25", "dense", "finetune"),
-                             "two retrievers fused (default bm25 on the evaluated docs + dense on cleaned "
-                             "docs, reciprocal-rank fusion; the weight selected on dev where there is one)",
-                             reads_docs=lambda params: tuple(s.docs for s in params.hybrid.sides if s.docs)))
-register_component(Component("hybrid-ft", "retriever", lambda ctx: _hybrid(ctx, fine_tuned=True), _load_hybrid,
-                             ("hybrid", "bm25", "dense", "finetune"),
-                             "hybrid with its dense side fine-tuned: dense-ft of the dataset's training catalogue "
-                             "(trained_on)", trains=True,
-                             reads_docs=lambda params: tuple(s.docs for s in params.hybrid.sides if s.docs)))
+def _hybrid_docs(params) -> tuple[str, ...]:
+    return tuple(s.docs for s in params.hybrid.sides if s.docs)
 
-register_stage(StageTemplate(
-    name="finetune", order=30, costly=True, trains=True, foreach="${finetune_datasets}",
-    desc="dense-ft encoder fine-tuned on the dataset's train split (MNRL, in-batch negatives), the step "
-         "with the best dev recall@5 kept",
-    cmd="toolret fit --method dense-ft --catalog data/curated/${item} --out data/models/${item}/dense-ft",
-    entry="toolret.cli:cmd_fit", components=("dense-ft",),
-    deps=("data/curated/${item}",), params=("finetune", "dense"),
-    outs=in_git("data/models/${item}/dense-ft"),
+
+METHOD = register_method(Method(
+    name="baselines",
+    description="BM25, zero-shot and fine-tuned dense retrieval, and their hybrid",
+    sections=(Section("bm25", BM25Config), Section("dense", DenseConfig), Section("finetune", FinetuneConfig),
+              Section("hybrid", HybridConfig)),
+    components=(
+        Component("bm25", "retriever", _bm25, _load_bm25, ("bm25",), "BM25 (bm25s, Lucene variant, k1=1.2, b=0.75)"),
+        Component("dense", "retriever", _dense, _load_dense, ("dense",),
+                  "zero-shot bi-encoder (all-MiniLM-L6-v2) over a faiss inner-product index"),
+        Component("dense-ft", "retriever", _dense_ft, _load_dense_ft, ("dense", "finetune"),
+                  "the dense encoder fine-tuned on the train split (in-batch negatives, dev-selected)", trains=True),
+        Component("hybrid", "retriever", _hybrid, _load_hybrid, ("hybrid", "bm25", "dense", "finetune"),
+                  "two retrievers fused (default bm25 on the evaluated docs + dense on cleaned docs, reciprocal-rank "
+                  "fusion; the weight selected on dev where there is one)", reads_docs=_hybrid_docs),
+        Component("hybrid-ft", "retriever", lambda ctx: _hybrid(ctx, fine_tuned=True), _load_hybrid,
+                  ("hybrid", "bm25", "dense", "finetune"),
+                  "hybrid with its dense side fine-tuned: dense-ft of the dataset's training catalogue (trained_on)",
+                  trains=True, reads_docs=_hybrid_docs),
+    ),
+    stages=(StageTemplate(
+        name="finetune", order=30, costly=True, trains=True, foreach="${finetune_datasets}",
+        desc="dense-ft encoder fine-tuned on the dataset's train split (MNRL, in-batch negatives), the step "
+             "with the best dev recall@5 kept",
+        cmd="toolret fit --method dense-ft --catalog data/curated/${item} --out data/models/${item}/dense-ft",
+        entry="toolret.cli:cmd_fit", components=("dense-ft",),
+        deps=("data/curated/${item}",), params=("finetune", "dense"),
+        outs=in_git("data/models/${item}/dense-ft"),
+    ),),
 ))

@@ -2,7 +2,7 @@
 ``dense-ft``) followed by dual-view LightGCN collaborative learning over query-tool, query-scene and
 scene-tool graphs built from the train split.
 
-Registers (see :mod:`toolret.registry`):
+Its :data:`METHOD` (see :mod:`toolret.registry`) holds:
 
 - the retriever component ``colt`` (also the pipeline name): :class:`components.ColtRetriever`;
 - the ``colt:`` params section (:class:`config.ColtSection`: the authors' ToolLens defaults, the semantic
@@ -19,20 +19,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from toolret.methods.colt.config import ColtSection
-from toolret.registry import (
-    BuildContext,
-    Component,
-    StageTemplate,
-    in_git,
-    register_component,
-    register_pipeline,
-    register_report,
-    register_section,
-    register_stage,
-)
-from toolret.stages import register_index_and_evaluate
-
-register_section("colt", ColtSection, staged=True)
+from toolret.registry import (BuildContext, Component, Method, NamedPipeline, Section, StageTemplate, in_git,
+                              register_method)
+from toolret.stages import ablation_grid, index_and_evaluate
 
 
 def semantic_encoder(ctx: BuildContext, spec: str):
@@ -68,38 +57,41 @@ def _load_colt(path: Path):
     return ColtRetriever.load(path)
 
 
-register_component(Component("colt", "retriever", _colt, _load_colt, ("colt", "dense", "finetune"),
-                             "COLT: dense-ft + dual-view LightGCN collaborative learning (query-tool, query-scene, "
-                             "scene-tool graphs from the train split), dev-selected", trains=True))
-
-register_pipeline("colt", "colt", "COLT (semantic stage colt.encoder, default dense-ft, + collaborative learning)")
-
 _MODEL = "data/models/${item}/colt"
-register_stage(StageTemplate(
-    name="colt", order=35, costly=True, trains=True, foreach="${colt_datasets}",
-    desc="COLT collaborative stage trained on the train split over the dense-ft encoder, dev-selected "
-         "(tool representations + report)",
-    cmd="toolret fit --method colt --catalog data/curated/${item} --out " + _MODEL,
-    entry="toolret.cli:cmd_fit", components=("colt",),
-    deps=("data/curated/${item}", "data/models/${item}/dense-ft"), params=("colt", "dense", "finetune"),
-    outs=in_git(_MODEL),
+
+METHOD = register_method(Method(
+    name="colt",
+    description="COLT: completeness-oriented tool retrieval (dense-ft + dual-view LightGCN)",
+    sections=(Section("colt", ColtSection, staged=True),),
+    components=(Component("colt", "retriever", _colt, _load_colt, ("colt", "dense", "finetune"),
+                          "COLT: dense-ft + dual-view LightGCN collaborative learning (query-tool, query-scene, "
+                          "scene-tool graphs from the train split), dev-selected", trains=True),),
+    pipelines=(NamedPipeline("colt", "colt", "COLT (semantic stage colt.encoder, default dense-ft, + collaborative "
+                                             "learning)"),),
+    stages=(
+        StageTemplate(
+            name="colt", order=35, costly=True, trains=True, foreach="${colt_datasets}",
+            desc="COLT collaborative stage trained on the train split over the dense-ft encoder, dev-selected "
+                 "(tool representations + report)",
+            cmd="toolret fit --method colt --catalog data/curated/${item} --out " + _MODEL,
+            entry="toolret.cli:cmd_fit", components=("colt",),
+            deps=("data/curated/${item}", "data/models/${item}/dense-ft"), params=("colt", "dense", "finetune"),
+            outs=in_git(_MODEL),
+        ),
+        *index_and_evaluate(
+            "colt", foreach="${colt_datasets}", names=("index_colt", "evaluate_colt"), orders=(52, 62),
+            index_desc="COLT index: the learned tool representations with the semantic encoder (colt.docs documents)",
+            evaluate_desc="COLT evaluated on the test split (metrics, bootstrap CIs, per-query table)",
+            options=" --model " + _MODEL + " --docs original", deps=(_MODEL, "data/models/${item}/dense-ft"),
+            params=("colt", "dense", "finetune"),
+        ),
+        ablation_grid(
+            "colt", grid="colt.ablations", order=63, costly=True,
+            desc="COLT ablations (no collaborative stage, one view, no contrastive term, 0/1/2 layers, frozen "
+                 "encoder) as grid rows, each paired-tested against its baseline row",
+            components=("colt", "dense-ft", "dense"), deps=(_MODEL, "data/models/${item}/dense-ft"),
+            params=("colt", "dense", "finetune", "evaluation"), outs=("data/models/${item}/colt-ablations",),
+        ),
+    ),
+    report="toolret.methods.colt.report:write_report",
 ))
-register_index_and_evaluate(
-    "colt", foreach="${colt_datasets}", names=("index_colt", "evaluate_colt"), orders=(52, 62),
-    index_desc="COLT index: the learned tool representations with the semantic encoder (colt.docs documents)",
-    evaluate_desc="COLT evaluated on the test split (metrics, bootstrap CIs, per-query table)",
-    options=" --model " + _MODEL + " --docs original", deps=(_MODEL, "data/models/${item}/dense-ft"),
-    params=("colt", "dense", "finetune"),
-)
-register_stage(StageTemplate(
-    name="colt_ablations", order=63, costly=True, foreach="${colt_datasets}",
-    desc="COLT ablations (no collaborative stage, one view, no contrastive term, 0/1/2 layers, frozen "
-         "encoder) as grid rows, each paired-tested against its baseline row",
-    cmd="toolret evaluate-grid --catalog data/curated/${item} --grid colt.ablations "
-        "--out data/runs/${item}/colt-ablations",
-    entry="toolret.cli:cmd_evaluate_grid", components=("colt", "dense-ft", "dense"),
-    deps=("data/curated/${item}", _MODEL, "data/models/${item}/dense-ft"),
-    params=("colt", "dense", "finetune", "evaluation"),
-    outs=("data/runs/${item}/colt-ablations", "data/models/${item}/colt-ablations"),
-))
-register_report("colt", "toolret.methods.colt.report:write_report")

@@ -1,14 +1,15 @@
-"""The core stages, registered like any method's: catalogue build, cleaning and synthetic training catalogues
-per dataset, index / evaluate of every ``params.methods`` pipeline on every dataset, and dense-ft's index /
-evaluate per ``trained_on`` entry (the baseline components themselves: :mod:`toolret.methods.baselines`).
+"""The core stages, one :class:`~toolret.registry.Method` like any other: catalogue build, cleaning and
+synthetic training catalogues per dataset, index / evaluate of every ``params.methods`` pipeline on every
+dataset, and dense-ft's index / evaluate per ``trained_on`` entry (the baseline components themselves:
+:mod:`toolret.methods.baselines`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from toolret.registry import StageTemplate, register_stage
-from toolret.stages import param_value, register_index_and_evaluate
+from toolret.registry import Method, StageTemplate, register_method
+from toolret.stages import index_and_evaluate, param_value
 
 
 def catalog_source_deps(params: Any, dataset: str) -> tuple[str, ...]:
@@ -26,52 +27,62 @@ def catalog_source_deps(params: Any, dataset: str) -> tuple[str, ...]:
     return (str(beir[dataset]),) if dataset in beir else (dataset,)
 
 
-register_stage(StageTemplate(
-    name="catalog", order=10, foreach="${datasets}",
-    desc="Curated catalog: raw files verified against MANIFEST.tsv, dev split carved from train, GX-validated",
-    cmd="toolret catalog build --dataset ${key} --out data/catalogs/${key}",
-    entry="toolret.cli:cmd_catalog_build", item_deps=catalog_source_deps,
-    params=("source", "catalog"), outs=("data/catalogs/${key}",),
+METHOD = register_method(Method(
+    name="core",
+    description="the core stages: catalogues, cleaning, synthetic training catalogues, params.methods and dense-ft "
+                "index / evaluate",
+    stages=(
+        StageTemplate(
+            name="catalog", order=10, foreach="${datasets}",
+            desc="Curated catalog: raw files verified against MANIFEST.tsv, dev split carved from train, "
+                 "GX-validated",
+            cmd="toolret catalog build --dataset ${key} --out data/catalogs/${key}",
+            entry="toolret.cli:cmd_catalog_build", item_deps=catalog_source_deps,
+            params=("source", "catalog"), outs=("data/catalogs/${key}",),
+        ),
+        StageTemplate(
+            name="clean", order=20, foreach="${datasets}",
+            desc="Catalog with the MTRB-style cleaned document variant added",
+            cmd="toolret catalog clean --catalog data/catalogs/${item} --out data/curated/${item}",
+            entry="toolret.cli:cmd_catalog_clean",
+            deps=("data/catalogs/${item}",), params=("cleanup", "dense.model"), outs=("data/curated/${item}",),
+        ),
+        StageTemplate(
+            name="synthesize", order=25, foreach="${synthetic}", only_if="synthetic",
+            desc="Training catalogue of LLM-written queries from a curated catalogue's committed per-tool "
+                 "generations (held-out categories and tools for unseen dev queries; no LLM runs, no test query "
+                 "is read)",
+            cmd="toolret catalog synthesize --name ${key} --catalog data/curated/${item.source} "
+                "--out data/curated/${key}",
+            entry="toolret.cli:cmd_catalog_synthesize", deps=("data/curated/${item.source}", "data/generations"),
+            params=("synthetic",), outs=("data/curated/${key}",),
+        ),
+        StageTemplate(
+            name="index", order=50, matrix={"dataset": "${datasets}", "method": "${methods}"},
+            desc="Saved pipeline (index) of one method for every document variant of the catalog",
+            cmd="toolret index --catalog data/curated/${item.dataset} --method ${item.method} "
+                "--out data/indexes/${item.dataset}/${item.method}",
+            entry="toolret.cli:cmd_index", components_param="methods",
+            deps=("data/curated/${item.dataset}",), params=("bm25", "dense", "hybrid"),
+            outs=("data/indexes/${item.dataset}/${item.method}",),
+        ),
+        StageTemplate(
+            name="evaluate", order=60, matrix={"dataset": "${datasets}", "method": "${methods}"},
+            desc="Evaluation on the test split: metrics, bootstrap CIs and per-query table per document variant",
+            cmd="toolret evaluate-index --catalog data/curated/${item.dataset} "
+                "--index data/indexes/${item.dataset}/${item.method} --out data/runs/${item.dataset}/${item.method}",
+            entry="toolret.cli:cmd_evaluate_index", components_param="methods",
+            deps=("data/curated/${item.dataset}", "data/indexes/${item.dataset}/${item.method}"),
+            params=("evaluation",),
+            outs=("data/runs/${item.dataset}/${item.method}",),
+        ),
+        *index_and_evaluate(
+            "dense-ft", foreach="${trained_on}", dataset="${key}", names=("index_ft", "evaluate_ft"), orders=(51, 61),
+            index_desc="dense-ft index: the encoder fine-tuned on the dataset's training catalogue (trained_on) over "
+                       "every document variant",
+            evaluate_desc="dense-ft evaluation on the test split (metrics, bootstrap CIs, per-query table)",
+            options=" --model data/models/${item}/dense-ft", deps=("data/models/${item}/dense-ft",),
+            params=("dense", "finetune"),
+        ),
+    ),
 ))
-register_stage(StageTemplate(
-    name="clean", order=20, foreach="${datasets}",
-    desc="Catalog with the MTRB-style cleaned document variant added",
-    cmd="toolret catalog clean --catalog data/catalogs/${item} --out data/curated/${item}",
-    entry="toolret.cli:cmd_catalog_clean",
-    deps=("data/catalogs/${item}",), params=("cleanup", "dense.model"), outs=("data/curated/${item}",),
-))
-register_stage(StageTemplate(
-    name="synthesize", order=25, foreach="${synthetic}", only_if="synthetic",
-    desc="Training catalogue of LLM-written queries from a curated catalogue's committed per-tool generations "
-         "(held-out categories and tools for unseen dev queries; no LLM runs, no test query is read)",
-    cmd="toolret catalog synthesize --name ${key} --catalog data/curated/${item.source} --out data/curated/${key}",
-    entry="toolret.cli:cmd_catalog_synthesize",
-    deps=("data/curated/${item.source}", "data/generations"), params=("synthetic",), outs=("data/curated/${key}",),
-))
-register_stage(StageTemplate(
-    name="index", order=50, matrix={"dataset": "${datasets}", "method": "${methods}"},
-    desc="Saved pipeline (index) of one method for every document variant of the catalog",
-    cmd="toolret index --catalog data/curated/${item.dataset} --method ${item.method} "
-        "--out data/indexes/${item.dataset}/${item.method}",
-    entry="toolret.cli:cmd_index", components_param="methods",
-    deps=("data/curated/${item.dataset}",), params=("bm25", "dense", "hybrid"),
-    outs=("data/indexes/${item.dataset}/${item.method}",),
-))
-register_stage(StageTemplate(
-    name="evaluate", order=60, matrix={"dataset": "${datasets}", "method": "${methods}"},
-    desc="Evaluation on the test split: metrics, bootstrap CIs and per-query table per document variant",
-    cmd="toolret evaluate-index --catalog data/curated/${item.dataset} --index data/indexes/${item.dataset}/${item.method} "
-        "--out data/runs/${item.dataset}/${item.method}",
-    entry="toolret.cli:cmd_evaluate_index", components_param="methods",
-    deps=("data/curated/${item.dataset}", "data/indexes/${item.dataset}/${item.method}"), params=("evaluation",),
-    outs=("data/runs/${item.dataset}/${item.method}",),
-))
-
-
-register_index_and_evaluate(
-    "dense-ft", foreach="${trained_on}", dataset="${key}", names=("index_ft", "evaluate_ft"), orders=(51, 61),
-    index_desc="dense-ft index: the encoder fine-tuned on the dataset's training catalogue (trained_on) over "
-               "every document variant",
-    evaluate_desc="dense-ft evaluation on the test split (metrics, bootstrap CIs, per-query table)",
-    options=" --model data/models/${item}/dense-ft", deps=("data/models/${item}/dense-ft",), params=("dense", "finetune"),
-)

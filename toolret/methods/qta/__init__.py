@@ -1,7 +1,7 @@
 """QTA (Zhang et al., SIGIR-AP'24): query-tool alignment -- an LLM query rewriter trained by DPO (LoRA) from
 the ranks a frozen retriever gives the gold tools (eq. 4), for low-resource tool retrieval.
 
-Registers (see :mod:`toolret.registry`):
+Its :data:`METHOD` (see :mod:`toolret.registry`) holds:
 
 - components ``qta-rewriter`` (the trained rewriter: preference data + one LoRA adapter per m, trained
   when absent) and ``qta-base`` (the same prompt on the untrained LLM; its ``fit`` writes the preference
@@ -20,21 +20,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from toolret.methods.qta.config import QTASection
-from toolret.registry import (
-    BuildContext,
-    Component,
-    StageTemplate,
-    in_git,
-    register_component,
-    register_pipeline,
-    register_report,
-    register_section,
-    register_stage,
-)
+from toolret.registry import (BuildContext, Component, Method, NamedPipeline, Section, StageTemplate, in_git,
+                              register_method)
 
 ARTIFACTS = "qta"  # data/qta/<catalogue>/preferences.jsonl; adapters in data/models/<catalogue>/qta/m<m>
-
-register_section("qta", QTASection)
 
 
 def _build(trained: bool):
@@ -68,40 +57,50 @@ def _load(path: Path):
     return QTARewriter.load(path)
 
 
-register_component(Component("qta-rewriter", "rewriter", _build(True), _load, ("qta", "dense"),
-                             "QTA: LLM query rewriter trained by DPO + LoRA from the frozen retriever's gold ranks",
-                             trains=True))
-register_component(Component("qta-base", "rewriter", _build(False), _load, ("qta", "dense"),
-                             "QTA's prompt on the untrained LLM (zero-shot); its fit samples the DPO preference data",
-                             trains=True))
-register_pipeline("qta", "qta-rewriter+dense", "QTA (trained rewriter over frozen dense)")
-register_pipeline("qta-zs", "qta-base+dense", "QTA prompt, untrained LLM, over frozen dense")
-register_report("qta", "toolret.methods.qta.report:write_report")
-
 _RUN = "--catalog data/curated/${item.dataset} --set catalog.folds=${item.folds} --set catalog.fold=${item.fold}"
 
-register_stage(StageTemplate(
-    name="qta_preferences", order=42, costly=True, foreach="${qta.runs}",
-    desc="QTA DPO preference data: m rounds x 2 LLM rewrites per training query, scored by eq. 4 under frozen dense",
-    cmd=f"toolret fit --method qta-base {_RUN} --out data/qta/${{key}}/preferences.jsonl",
-    entry="toolret.cli:cmd_fit", components=("qta-base+dense",), deps=("data/curated/${item.dataset}",),
-    params=("qta", "dense", "catalog"),
-    outs=in_git("data/qta/${key}/preferences.jsonl", "data/qta/${key}/preferences.meta.json"),
-))
-register_stage(StageTemplate(
-    name="qta_adapter", order=43, costly=True, trains=True, foreach="${qta.runs}",
-    desc="QTA LoRA adapters (one per qta.train_m) trained by DPO on the preference data",
-    cmd=f"toolret fit --method qta-rewriter {_RUN} --out data/models/${{key}}/qta",
-    entry="toolret.cli:cmd_fit", components=("qta-rewriter+dense",),
-    deps=("data/curated/${item.dataset}", "data/qta/${key}/preferences.jsonl"), params=("qta", "dense", "catalog"),
-    outs=in_git("data/models/${key}/qta"),
-))
-register_stage(StageTemplate(
-    name="qta_evaluate", order=62, foreach="${qta.runs}",
-    desc="QTA evaluation grid (qta.grid: dense, QTA, zero-shot QTA ...) on the run's test queries, "
-         "paired tests vs dense",
-    cmd=f"toolret evaluate-grid {_RUN} --grid qta.grid --docs ${{item.docs}} --out data/runs/${{key}}/qta",
-    entry="toolret.cli:cmd_evaluate_grid", components=("qta", "qta-zs"),
-    deps=("data/curated/${item.dataset}", "data/models/${key}/qta"), params=("qta", "dense", "catalog", "evaluation"),
-    outs=("data/runs/${key}/qta",),
+METHOD = register_method(Method(
+    name="qta",
+    description="QTA: query-tool alignment, an LLM query rewriter trained by DPO + LoRA",
+    sections=(Section("qta", QTASection),),
+    components=(
+        Component("qta-rewriter", "rewriter", _build(True), _load, ("qta", "dense"),
+                  "QTA: LLM query rewriter trained by DPO + LoRA from the frozen retriever's gold ranks", trains=True),
+        Component("qta-base", "rewriter", _build(False), _load, ("qta", "dense"),
+                  "QTA's prompt on the untrained LLM (zero-shot); its fit samples the DPO preference data",
+                  trains=True),
+    ),
+    pipelines=(NamedPipeline("qta", "qta-rewriter+dense", "QTA (trained rewriter over frozen dense)"),
+               NamedPipeline("qta-zs", "qta-base+dense", "QTA prompt, untrained LLM, over frozen dense")),
+    stages=(
+        StageTemplate(
+            name="qta_preferences", order=42, costly=True, foreach="${qta.runs}",
+            desc="QTA DPO preference data: m rounds x 2 LLM rewrites per training query, scored by eq. 4 under "
+                 "frozen dense",
+            cmd=f"toolret fit --method qta-base {_RUN} --out data/qta/${{key}}/preferences.jsonl",
+            entry="toolret.cli:cmd_fit", components=("qta-base+dense",), deps=("data/curated/${item.dataset}",),
+            params=("qta", "dense", "catalog"),
+            outs=in_git("data/qta/${key}/preferences.jsonl", "data/qta/${key}/preferences.meta.json"),
+        ),
+        StageTemplate(
+            name="qta_adapter", order=43, costly=True, trains=True, foreach="${qta.runs}",
+            desc="QTA LoRA adapters (one per qta.train_m) trained by DPO on the preference data",
+            cmd=f"toolret fit --method qta-rewriter {_RUN} --out data/models/${{key}}/qta",
+            entry="toolret.cli:cmd_fit", components=("qta-rewriter+dense",),
+            deps=("data/curated/${item.dataset}", "data/qta/${key}/preferences.jsonl"),
+            params=("qta", "dense", "catalog"),
+            outs=in_git("data/models/${key}/qta"),
+        ),
+        StageTemplate(
+            name="qta_evaluate", order=62, foreach="${qta.runs}",
+            desc="QTA evaluation grid (qta.grid: dense, QTA, zero-shot QTA ...) on the run's test queries, "
+                 "paired tests vs dense",
+            cmd=f"toolret evaluate-grid {_RUN} --grid qta.grid --docs ${{item.docs}} --out data/runs/${{key}}/qta",
+            entry="toolret.cli:cmd_evaluate_grid", components=("qta", "qta-zs"),
+            deps=("data/curated/${item.dataset}", "data/models/${key}/qta"),
+            params=("qta", "dense", "catalog", "evaluation"),
+            outs=("data/runs/${key}/qta",),
+        ),
+    ),
+    report="toolret.methods.qta.report:write_report",
 ))

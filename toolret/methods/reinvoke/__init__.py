@@ -1,7 +1,7 @@
 """Re-Invoke (Chen et al., 2024): unsupervised tool retrieval with LLM query generation, intent
 extraction and multi-view ranking; plus the HyDE baseline.
 
-Registers (see :mod:`toolret.registry`):
+Its :data:`METHOD` (see :mod:`toolret.registry`) holds:
 
 - components ``reinvoke-qgen`` / ``reinvoke-qgen-bm25`` (retrievers: documents expanded with synthetic
   queries, dense / BM25 backbone), ``reinvoke-intents`` and ``hyde-docs`` (query rewriters);
@@ -19,22 +19,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from toolret.methods.reinvoke.config import ReInvokeSection
-from toolret.registry import (
-    BuildContext,
-    Component,
-    StageTemplate,
-    in_git,
-    register_component,
-    register_generation_job,
-    register_pipeline,
-    register_report,
-    register_section,
-    register_stage,
-)
+from toolret.registry import (BuildContext, Component, Method, NamedPipeline, Section, StageTemplate, in_git,
+                              register_method)
+from toolret.stages import ablation_grid
 
 ARTIFACTS = "reinvoke"  # data/reinvoke/<dataset>/{synthetic_queries,intents,hyde}.jsonl
-
-register_section("reinvoke", ReInvokeSection, staged=True)
 
 
 def _config(ctx: BuildContext):
@@ -91,69 +80,85 @@ def _load_rewriter(kind: str):
     return load
 
 
-register_component(Component("reinvoke-qgen", "retriever", _index("dense"), _load_index, ("reinvoke", "dense"),
-                             "tool documents expanded with LLM-written synthetic queries (dense backbone)"))
-register_component(Component("reinvoke-qgen-bm25", "retriever", _index("bm25"), _load_index, ("reinvoke", "bm25"),
-                             "tool documents expanded with LLM-written synthetic queries (BM25 backbone)"))
-register_component(Component("reinvoke-intents", "rewriter", _rewriter("intents"), _load_rewriter("intents"),
-                             ("reinvoke",), "LLM intent extraction; intents merged by multi-view ranking"))
-register_component(Component("hyde-docs", "rewriter", _rewriter("hyde"), _load_rewriter("hyde"), ("reinvoke",),
-                             "HyDE: an LLM-written hypothetical tool document per query"))
-
-register_pipeline("reinvoke", "reinvoke-intents+reinvoke-qgen", "Re-Invoke (dense backbone)")
-register_pipeline("reinvoke-bm25", "reinvoke-intents+reinvoke-qgen-bm25", "Re-Invoke (BM25 backbone)")
-register_pipeline("hyde", "hyde-docs+dense", "HyDE baseline (dense)")
-
-register_report("reinvoke", "toolret.methods.reinvoke.report:write_report")
-register_generation_job("reinvoke-queries", "toolret.methods.reinvoke.generation:queries_job")
-register_generation_job("reinvoke-intents", "toolret.methods.reinvoke.generation:intents_job")
-# training requests for a synthetic catalogue's multi-API groups, by the same generator (issue 26)
-register_generation_job("synthetic-multi-api", "toolret.methods.reinvoke.generation:multi_api_job")
-
 PIPELINES = ("reinvoke", "reinvoke-bm25", "hyde")
 _LLM = ("reinvoke",)
-
-register_stage(StageTemplate(
-    name="synth_queries", order=40, costly=True, foreach="${reinvoke_datasets}",
-    desc="Re-Invoke synthetic queries: the LLM writes n queries per tool (original documents)",
-    cmd="toolret fit --method reinvoke-qgen --catalog data/curated/${item} "
-        "--out data/reinvoke/${item}/synthetic_queries.jsonl",
-    entry="toolret.cli:cmd_fit", components=("reinvoke-qgen",), deps=("data/curated/${item}",), params=_LLM,
-    outs=in_git("data/reinvoke/${item}/synthetic_queries.jsonl", "data/reinvoke/${item}/synthetic_queries.meta.json"),
-))
-for _kind, _component, _what in (("intents", "reinvoke-intents", "intents the LLM extracts from each test query"),
-                                 ("hyde", "hyde-docs", "HyDE hypothetical tool documents of the test queries")):
-    register_stage(StageTemplate(
-        name=_kind, order=41, costly=True, foreach="${reinvoke_datasets}", desc=f"Re-Invoke: {_what}",
-        cmd=f"toolret rewrite --method {_component} --catalog data/curated/${{item}} --split test "
-            f"--out data/reinvoke/${{item}}/{_kind}.jsonl",
-        entry="toolret.cli:cmd_rewrite", components=(f"{_component}+dense",), deps=("data/curated/${item}",), params=_LLM,
-        outs=in_git(f"data/reinvoke/${{item}}/{_kind}.jsonl", f"data/reinvoke/${{item}}/{_kind}.meta.json"),
-    ))
 _GENERATED = ("data/reinvoke/${item.dataset}/synthetic_queries.jsonl", "data/reinvoke/${item.dataset}/intents.jsonl",
               "data/reinvoke/${item.dataset}/hyde.jsonl")
-register_stage(StageTemplate(
-    name="index_reinvoke", order=50, matrix={"dataset": "${reinvoke_datasets}", "method": list(PIPELINES)},
-    desc="Re-Invoke / HyDE pipeline indexed on the original documents (expanded copies, stored LLM outputs)",
-    cmd="toolret index --catalog data/curated/${item.dataset} --method ${item.method} --docs original "
-        "--out data/indexes/${item.dataset}/${item.method}",
-    entry="toolret.cli:cmd_index", deps=("data/curated/${item.dataset}", *_GENERATED),
-    params=("reinvoke", "dense", "bm25"), outs=("data/indexes/${item.dataset}/${item.method}",),
-))
-register_stage(StageTemplate(
-    name="evaluate_reinvoke", order=60, matrix={"dataset": "${reinvoke_datasets}", "method": list(PIPELINES)},
-    desc="Re-Invoke / HyDE evaluated on the test split (metrics, bootstrap CIs, per-query table)",
-    cmd="toolret evaluate-index --catalog data/curated/${item.dataset} --index data/indexes/${item.dataset}/${item.method} "
-        "--out data/runs/${item.dataset}/${item.method}",
-    entry="toolret.cli:cmd_evaluate_index", deps=("data/curated/${item.dataset}", "data/indexes/${item.dataset}/${item.method}"),
-    params=("evaluation",), outs=("data/runs/${item.dataset}/${item.method}",),
-))
-register_stage(StageTemplate(
-    name="reinvoke_ablations", order=61, foreach="${reinvoke_datasets}",
-    desc="Re-Invoke ablations (paper Table 3) as pipelines with overrides, paired-tested against their baseline",
-    cmd="toolret evaluate-grid --catalog data/curated/${item} --grid reinvoke.ablations "
-        "--out data/runs/${item}/reinvoke-ablations",
-    entry="toolret.cli:cmd_evaluate_grid", components=("reinvoke", "reinvoke-bm25"),
-    deps=("data/curated/${item}", "data/reinvoke/${item}/synthetic_queries.jsonl", "data/reinvoke/${item}/intents.jsonl"),
-    params=("reinvoke", "dense", "bm25", "evaluation"), outs=("data/runs/${item}/reinvoke-ablations",),
+
+
+def _rewrite_stage(kind: str, component: str, what: str) -> StageTemplate:
+    """The stage storing a rewriter's outputs for the test queries (``toolret rewrite``)."""
+    return StageTemplate(
+        name=kind, order=41, costly=True, foreach="${reinvoke_datasets}", desc=f"Re-Invoke: {what}",
+        cmd=f"toolret rewrite --method {component} --catalog data/curated/${{item}} --split test "
+            f"--out data/reinvoke/${{item}}/{kind}.jsonl",
+        entry="toolret.cli:cmd_rewrite", components=(f"{component}+dense",), deps=("data/curated/${item}",),
+        params=_LLM, outs=in_git(f"data/reinvoke/${{item}}/{kind}.jsonl", f"data/reinvoke/${{item}}/{kind}.meta.json"),
+    )
+
+
+METHOD = register_method(Method(
+    name="reinvoke",
+    description="Re-Invoke: LLM query generation, intent extraction and multi-view ranking; the HyDE baseline",
+    sections=(Section("reinvoke", ReInvokeSection, staged=True),),
+    components=(
+        Component("reinvoke-qgen", "retriever", _index("dense"), _load_index, ("reinvoke", "dense"),
+                  "tool documents expanded with LLM-written synthetic queries (dense backbone)"),
+        Component("reinvoke-qgen-bm25", "retriever", _index("bm25"), _load_index, ("reinvoke", "bm25"),
+                  "tool documents expanded with LLM-written synthetic queries (BM25 backbone)"),
+        Component("reinvoke-intents", "rewriter", _rewriter("intents"), _load_rewriter("intents"), ("reinvoke",),
+                  "LLM intent extraction; intents merged by multi-view ranking"),
+        Component("hyde-docs", "rewriter", _rewriter("hyde"), _load_rewriter("hyde"), ("reinvoke",),
+                  "HyDE: an LLM-written hypothetical tool document per query"),
+    ),
+    pipelines=(
+        NamedPipeline("reinvoke", "reinvoke-intents+reinvoke-qgen", "Re-Invoke (dense backbone)"),
+        NamedPipeline("reinvoke-bm25", "reinvoke-intents+reinvoke-qgen-bm25", "Re-Invoke (BM25 backbone)"),
+        NamedPipeline("hyde", "hyde-docs+dense", "HyDE baseline (dense)"),
+    ),
+    report="toolret.methods.reinvoke.report:write_report",
+    generation_jobs={
+        "reinvoke-queries": "toolret.methods.reinvoke.generation:queries_job",
+        "reinvoke-intents": "toolret.methods.reinvoke.generation:intents_job",
+        # training requests for a synthetic catalogue's multi-API groups, by the same generator (issue 26)
+        "synthetic-multi-api": "toolret.methods.reinvoke.generation:multi_api_job",
+    },
+    stages=(
+        StageTemplate(
+            name="synth_queries", order=40, costly=True, foreach="${reinvoke_datasets}",
+            desc="Re-Invoke synthetic queries: the LLM writes n queries per tool (original documents)",
+            cmd="toolret fit --method reinvoke-qgen --catalog data/curated/${item} "
+                "--out data/reinvoke/${item}/synthetic_queries.jsonl",
+            entry="toolret.cli:cmd_fit", components=("reinvoke-qgen",), deps=("data/curated/${item}",), params=_LLM,
+            outs=in_git("data/reinvoke/${item}/synthetic_queries.jsonl",
+                        "data/reinvoke/${item}/synthetic_queries.meta.json"),
+        ),
+        _rewrite_stage("intents", "reinvoke-intents", "intents the LLM extracts from each test query"),
+        _rewrite_stage("hyde", "hyde-docs", "HyDE hypothetical tool documents of the test queries"),
+        StageTemplate(
+            name="index_reinvoke", order=50, matrix={"dataset": "${reinvoke_datasets}", "method": list(PIPELINES)},
+            desc="Re-Invoke / HyDE pipeline indexed on the original documents (expanded copies, stored LLM outputs)",
+            cmd="toolret index --catalog data/curated/${item.dataset} --method ${item.method} --docs original "
+                "--out data/indexes/${item.dataset}/${item.method}",
+            entry="toolret.cli:cmd_index", deps=("data/curated/${item.dataset}", *_GENERATED),
+            params=("reinvoke", "dense", "bm25"), outs=("data/indexes/${item.dataset}/${item.method}",),
+        ),
+        StageTemplate(
+            name="evaluate_reinvoke", order=60, matrix={"dataset": "${reinvoke_datasets}", "method": list(PIPELINES)},
+            desc="Re-Invoke / HyDE evaluated on the test split (metrics, bootstrap CIs, per-query table)",
+            cmd="toolret evaluate-index --catalog data/curated/${item.dataset} "
+                "--index data/indexes/${item.dataset}/${item.method} --out data/runs/${item.dataset}/${item.method}",
+            entry="toolret.cli:cmd_evaluate_index",
+            deps=("data/curated/${item.dataset}", "data/indexes/${item.dataset}/${item.method}"),
+            params=("evaluation",), outs=("data/runs/${item.dataset}/${item.method}",),
+        ),
+        ablation_grid(
+            "reinvoke", grid="reinvoke.ablations", order=61,
+            desc="Re-Invoke ablations (paper Table 3) as pipelines with overrides, paired-tested against their "
+                 "baseline",
+            components=("reinvoke", "reinvoke-bm25"),
+            deps=("data/reinvoke/${item}/synthetic_queries.jsonl", "data/reinvoke/${item}/intents.jsonl"),
+            params=("reinvoke", "dense", "bm25", "evaluation"),
+        ),
+    ),
 ))

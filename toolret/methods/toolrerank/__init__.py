@@ -1,7 +1,7 @@
 """ToolRerank (Zheng et al., LREC-COLING 2024): adaptive truncation + a trained cross-encoder +
 hierarchy-aware reranking; and the Rerank-m baselines.
 
-Registers (see :mod:`toolret.registry`):
+Its :data:`METHOD` (see :mod:`toolret.registry`) holds:
 
 - components ``toolrerank-ce`` (reranker: ToolRerank) and ``ce-top10`` / ``ce-top30`` / ``ce-top50``
   (rerankers: Rerank-m, the same cross-encoder over the first stage's top m);
@@ -12,7 +12,9 @@ Registers (see :mod:`toolret.registry`):
 - the ``toolrerank:`` params section (:class:`config.ToolRerankSection`) and its stages: training on
   ``toolrerank.train_dataset`` (costly; the artifact is kept in git), and on every dataset of
   ``toolrerank_datasets`` the ``toolrerank`` pipeline's index / evaluation and the evaluation grid
-  (``toolrerank.ablations``, costly: ``make paper``).
+  (``toolrerank.ablations``, costly: ``make paper``);
+- the subcommand ``toolret reranker-separation`` (:mod:`diagnostics`: does the trained cross-encoder separate
+  gold from hard / random dev APIs).
 
 The trained artifact lives in ``data/models/<train dataset>/toolrerank``; every component trains it
 when it is absent (``fit``), so ``toolret evaluate --dataset D --method toolrerank`` works from a fresh
@@ -24,22 +26,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from toolret.methods.toolrerank.config import ToolRerankSection, TrainingConfig
-from toolret.registry import (
-    BuildContext,
-    Component,
-    StageTemplate,
-    in_git,
-    register_component,
-    register_pipeline,
-    register_report,
-    register_section,
-    register_stage,
-)
-from toolret.stages import register_index_and_evaluate
+from toolret.registry import (BuildContext, CliCommand, Component, Method, NamedPipeline, Section, StageTemplate,
+                              in_git, register_method)
+from toolret.stages import ablation_grid, index_and_evaluate
 
 RERANK_M = (10, 30, 50)
-
-register_section("toolrerank", ToolRerankSection, staged=True)
 
 
 def artifact_dir(ctx: BuildContext) -> Path:
@@ -100,47 +91,65 @@ def _train_dataset(params) -> str | None:
     return params.toolrerank.train_dataset
 
 
-register_component(Component("toolrerank-ce", "reranker", _build(None), _load, ("toolrerank", "dense"),
-                             "ToolRerank: adaptive truncation + trained cross-encoder + hierarchy-aware reranking",
-                             trains=True, train_dataset=_train_dataset))
-for _m in RERANK_M:
-    register_component(Component(f"ce-top{_m}", "reranker", _build(_m), _load, ("toolrerank", "dense"),
-                                 f"Rerank-{_m}: the ToolRerank cross-encoder over the first stage's top {_m}",
-                                 trains=True, train_dataset=_train_dataset))
-    register_pipeline(f"rerank-{_m}", "${toolrerank.first_stage}+" + f"ce-top{_m}",
-                      f"Rerank-{_m} baseline over the first stage toolrerank.first_stage")
-register_pipeline("toolrerank", "${toolrerank.first_stage}+toolrerank-ce",
-                  "ToolRerank over the first stage toolrerank.first_stage (the one that mined its training negatives)")
+def _separation_arguments(parser) -> None:
+    parser.add_argument("--artifact", required=True, help="a ToolRerank artifact, e.g. data/models/toollens/toolrerank")
+    parser.add_argument("--queries", type=int, default=200, help="dev queries sampled (seeded)")
+    parser.add_argument("--seed", type=int, default=99)
 
-register_report("toolrerank", "toolret.methods.toolrerank.report:write_report")
 
 # what the trained artifact depends on (inference-only keys and the ablation grid do not retrain it)
 _TRAIN_PARAMS = tuple(f"toolrerank.{k}" for k in TrainingConfig.model_fields) + (
     "toolrerank.candidates", "toolrerank.seen_level", "toolrerank.extend_unseen", "toolrerank.extend_seen", "dense")
 _ARTIFACT = "data/models/${toolrerank.train_dataset}/toolrerank"
 
-register_stage(StageTemplate(
-    name="toolrerank_train", order=32, costly=True, trains=True, only_if="toolrerank_datasets",
-    desc="ToolRerank artifact: cross-encoder trained on the train split (gold + first-stage hard negatives + "
-         "in-batch or random negatives), query-type classifier, m_s/m_u/tau_s/tau_m/n selected on the dev split",
-    cmd="toolret fit --method toolrerank-ce --catalog data/curated/${toolrerank.train_dataset} --out " + _ARTIFACT,
-    entry="toolret.cli:cmd_fit", components=("toolrerank",),
-    deps=("data/curated/${toolrerank.train_dataset}",), params=_TRAIN_PARAMS, outs=in_git(_ARTIFACT),
-))
-register_index_and_evaluate(
-    "toolrerank", foreach="${toolrerank_datasets}", names=("index_toolrerank", "evaluate_toolrerank"), orders=(53, 62),
-    index_desc="ToolRerank saved pipeline (dense first stage + the trained reranker, original documents)",
-    evaluate_desc="ToolRerank evaluated on the test split (metrics, bootstrap CIs, per-query table)",
-    options=" --docs original", deps=(_ARTIFACT,), params=("toolrerank", "dense"),
-)
-register_stage(StageTemplate(
-    name="toolrerank_ablations", order=63, costly=True, foreach="${toolrerank_datasets}",
-    desc="ToolRerank, Rerank-10/30/50, the first stage, BM25 and every ablation on the test split "
-         "(toolrerank.ablations, paired tests vs their baselines; cross-encoder scores shared by the rows)",
-    cmd="toolret evaluate-grid --catalog data/curated/${item} --grid toolrerank.ablations "
-        "--out data/runs/${item}/toolrerank-ablations",
-    entry="toolret.cli:cmd_evaluate_grid",
-    components=("toolrerank", *(f"rerank-{m}" for m in RERANK_M), "bm25"),
-    deps=("data/curated/${item}", _ARTIFACT), params=("toolrerank", "dense", "bm25", "evaluation"),
-    outs=("data/runs/${item}/toolrerank-ablations",),
+METHOD = register_method(Method(
+    name="toolrerank",
+    description="ToolRerank: adaptive truncation + trained cross-encoder + hierarchy-aware reranking; Rerank-m",
+    sections=(Section("toolrerank", ToolRerankSection, staged=True),),
+    components=(
+        Component("toolrerank-ce", "reranker", _build(None), _load, ("toolrerank", "dense"),
+                  "ToolRerank: adaptive truncation + trained cross-encoder + hierarchy-aware reranking",
+                  trains=True, train_dataset=_train_dataset),
+        *(Component(f"ce-top{m}", "reranker", _build(m), _load, ("toolrerank", "dense"),
+                    f"Rerank-{m}: the ToolRerank cross-encoder over the first stage's top {m}",
+                    trains=True, train_dataset=_train_dataset) for m in RERANK_M),
+    ),
+    pipelines=(
+        *(NamedPipeline(f"rerank-{m}", "${toolrerank.first_stage}+" + f"ce-top{m}",
+                        f"Rerank-{m} baseline over the first stage toolrerank.first_stage") for m in RERANK_M),
+        NamedPipeline("toolrerank", "${toolrerank.first_stage}+toolrerank-ce",
+                      "ToolRerank over the first stage toolrerank.first_stage (the one that mined its training "
+                      "negatives)"),
+    ),
+    report="toolret.methods.toolrerank.report:write_report",
+    cli=(CliCommand("reranker-separation",
+                    "does a trained ToolRerank cross-encoder separate gold from hard / random dev APIs",
+                    run="toolret.methods.toolrerank.diagnostics:separation_command",
+                    arguments=_separation_arguments, source=True),),
+    stages=(
+        StageTemplate(
+            name="toolrerank_train", order=32, costly=True, trains=True, only_if="toolrerank_datasets",
+            desc="ToolRerank artifact: cross-encoder trained on the train split (gold + first-stage hard negatives + "
+                 "in-batch or random negatives), query-type classifier, m_s/m_u/tau_s/tau_m/n selected on the dev "
+                 "split",
+            cmd="toolret fit --method toolrerank-ce --catalog data/curated/${toolrerank.train_dataset} --out "
+                + _ARTIFACT,
+            entry="toolret.cli:cmd_fit", components=("toolrerank",),
+            deps=("data/curated/${toolrerank.train_dataset}",), params=_TRAIN_PARAMS, outs=in_git(_ARTIFACT),
+        ),
+        *index_and_evaluate(
+            "toolrerank", foreach="${toolrerank_datasets}", names=("index_toolrerank", "evaluate_toolrerank"),
+            orders=(53, 62),
+            index_desc="ToolRerank saved pipeline (dense first stage + the trained reranker, original documents)",
+            evaluate_desc="ToolRerank evaluated on the test split (metrics, bootstrap CIs, per-query table)",
+            options=" --docs original", deps=(_ARTIFACT,), params=("toolrerank", "dense"),
+        ),
+        ablation_grid(
+            "toolrerank", grid="toolrerank.ablations", order=63, costly=True,
+            desc="ToolRerank, Rerank-10/30/50, the first stage, BM25 and every ablation on the test split "
+                 "(toolrerank.ablations, paired tests vs their baselines; cross-encoder scores shared by the rows)",
+            components=("toolrerank", *(f"rerank-{m}" for m in RERANK_M), "bm25"), deps=(_ARTIFACT,),
+            params=("toolrerank", "dense", "bm25", "evaluation"),
+        ),
+    ),
 ))

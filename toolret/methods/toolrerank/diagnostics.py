@@ -10,7 +10,7 @@ of hard vs random below 0.5 means the cross-encoder prefers random APIs to the q
 it learned which APIs tend to be gold, not relevance.
 
 ``toolret reranker-separation --dataset toollens --artifact data/models/toollens/toolrerank [--queries 200]``
-prints the JSON.
+(a subcommand the ToolRerank method contributes, :func:`separation_command`) prints the JSON.
 """
 
 from __future__ import annotations
@@ -89,3 +89,10 @@ def diagnose(catalog, artifact: str | Path, params, n_queries: int = 200, seed: 
             "n_pairs": {k: len(v) for k, v in pairs.items()},
             "cross_encoder": {"auc": _aucs(ce), "mean_score": {k: float(v.mean()) for k, v in ce.items()}},
             "dense_cosine": {"auc": _aucs(bi)}}
+
+
+def separation_command(args, params, catalog) -> None:
+    """``toolret reranker-separation``: :func:`diagnose` of ``--artifact`` on the catalogue, JSON on stdout."""
+    import json
+
+    print(json.dumps(diagnose(catalog, args.artifact, params, args.queries, args.seed)))
