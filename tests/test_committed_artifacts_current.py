@@ -28,8 +28,10 @@ def test_a_fusion_grid_enters_the_key_and_the_paper_default_does_not():
     from toolret.methods.toolrerank.training import artifact_key
 
     params = load_params(ROOT / "params.yaml")
-    plain = artifact_key(params.toolrerank, params, "x")
-    assert "ce_weight" not in plain["config"]["grid"]
-    fused = params.toolrerank.model_copy(update={"grid": params.toolrerank.grid.model_copy(
-        update={"ce_weight": [1.0, 0.5]})})
-    assert artifact_key(fused, params, "x")["config"]["grid"]["ce_weight"] == [1.0, 0.5]
+
+    def with_weights(weights):
+        return params.toolrerank.model_copy(update={"grid": params.toolrerank.grid.model_copy(
+            update={"ce_weight": weights})})
+
+    assert "ce_weight" not in artifact_key(with_weights([1.0]), params, "x")["config"]["grid"]
+    assert artifact_key(with_weights([1.0, 0.5]), params, "x")["config"]["grid"]["ce_weight"] == [1.0, 0.5]
