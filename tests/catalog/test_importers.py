@@ -230,6 +230,27 @@ def test_import_mcp_stdio_then_index_search_and_serve(tmp_path):
     assert served[0].metadata["input_schema"]["required"] == ["query"]
 
 
+def test_import_mcp_with_queries_then_evaluate(tmp_path):
+    """A catalogue imported from a running MCP server (the SDK fixture server, over stdio) with a queries file
+    is an evaluation catalogue: `toolret evaluate` scores a pipeline on it."""
+    out = tmp_path / "travel"
+    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(MCP_SERVER))}"
+    assert main(["import-mcp", "--command", command, "--queries", str(FIXTURES / "mcp_travel_queries.jsonl"),
+                 "--out", str(out)]) == 0
+    catalog = load_catalog(out)
+    assert catalog.provenance["purpose"] == "evaluation" and len(catalog.split("test")) == 6
+    assert catalog.gold("t6") == {"search_flights", "book_hotel"}
+    result_path = tmp_path / "r.json"
+    assert main(["evaluate", "--dataset", str(out), "--method", "bm25", "--k", "1,5", "--output", str(result_path)]) == 0
+    result = json.loads(result_path.read_text())
+    assert result["n_queries"] == 6 and result["n_tools"] == len(TRAVEL_TOOLS)
+    rows = {r["query_id"]: r for r in map(json.loads, result_path.with_name("r.per_query.jsonl").open())}
+    assert rows["t4"]["ranked"][0] == "weather_forecast"  # "rain ... weekend" -> the forecast tool
+    assert rows["t3"]["ranked"][0] == "book_hotel"
+    # a query sharing no term with any tool gets no hits (not score-0 tools in arbitrary order): recall < 1
+    assert rows["t1"]["ranked"] == [] and result["metrics"]["recall@5"] < 1.0
+
+
 def test_mcp_tool_listing_follows_pagination_cursors():
     import mcp_types as types
     from mcp.server.lowlevel.server import Server as LowLevelServer
