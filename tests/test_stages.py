@@ -85,3 +85,11 @@ def test_trained_on_must_name_a_dataset_dense_ft_is_trained_on():
         params.replace(finetune_datasets=["toollens"], trained_on={"toolbench-g1-tool": "toolbench-synthetic"})
     # a folder (an ablation's catalogue) is not a stage output: allowed
     params.replace(trained_on={"toolbench-g1-tool": "data/curated/ablations/toolbench-synthetic-single"})
+
+
+def test_the_core_cleaning_stage_reads_no_retrievers_section():
+    """`clean` counts document lengths in its own `cleanup.tokenizer`, so a change to the dense retriever's
+    model no longer reruns every catalogue's cleaning (and the core CLI reads no method's section)."""
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    assert stages["clean"]["do"]["params"] == ["cleanup"]
+    assert load_params(ROOT / "params.yaml").cleanup.tokenizer

@@ -133,7 +133,7 @@ def _cleanup_kwargs(params) -> dict[str, Any]:
 
     from toolret.retrieval.models import resolve_encoder
 
-    return {"tokenizer": AutoTokenizer.from_pretrained(str(resolve_encoder(params.dense.model))),
+    return {"tokenizer": AutoTokenizer.from_pretrained(str(resolve_encoder(params.cleanup.tokenizer))),
             "target_length": params.cleanup.target_length}
 
 

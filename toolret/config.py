@@ -71,6 +71,9 @@ class CatalogConfig(StrictModel):
 
 class CleanupConfig(StrictModel):
     target_length: str | int = "median"  # bring docs near the catalogue's median token count
+    # the tokenizer document lengths are counted in (a model package name or folder): the cleaning is a core
+    # stage and names its own tokenizer rather than reading a retriever's section
+    tokenizer: str = "all-MiniLM-L6-v2"
 
 
 class EvaluationConfig(StrictModel):

@@ -45,7 +45,7 @@ METHOD = register_method(Method(
             desc="Catalog with the MTRB-style cleaned document variant added",
             cmd="toolret catalog clean --catalog data/catalogs/${item} --out data/curated/${item}",
             entry="toolret.cli:cmd_catalog_clean",
-            deps=("data/catalogs/${item}",), params=("cleanup", "dense.model"), outs=("data/curated/${item}",),
+            deps=("data/catalogs/${item}",), params=("cleanup",), outs=("data/curated/${item}",),
         ),
         StageTemplate(
             name="synthesize", order=25, foreach="${synthetic}", only_if="synthetic",
