@@ -20,6 +20,13 @@ import numpy as np
 from toolret.retrieval.base import Ranking
 
 
+def check_weight_grid(weights: list[float], name: str) -> list[float]:
+    """A grid of fusion weights to select from: non-empty, each in [0, 1] (``name`` in the error)."""
+    if not weights or any(not 0 <= w <= 1 for w in weights):
+        raise ValueError(f"{name} must be a non-empty list of weights in [0, 1], got {weights}")
+    return weights
+
+
 def _check(rankings: Sequence[Ranking], weights: Sequence[float]) -> None:
     if not rankings or len(rankings) != len(weights):
         raise ValueError(f"fusion needs one weight per ranking, got {len(rankings)} rankings and {len(weights)} weights")

@@ -74,9 +74,9 @@ class HybridConfig(StrictModel):
     @field_validator("weight_grid")
     @classmethod
     def _weights_in_unit_interval(cls, v: list[float]) -> list[float]:
-        if not v or any(not 0 <= w <= 1 for w in v):
-            raise ValueError(f"weight_grid must be a non-empty list of weights in [0, 1], got {v}")
-        return v
+        from toolret.retrieval.fusion import check_weight_grid
+
+        return check_weight_grid(v, "weight_grid")
 
 
 def side_documents(corpus, variant: str | None) -> tuple[list[str], str | None]:

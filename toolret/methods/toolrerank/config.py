@@ -54,9 +54,9 @@ class GridConfig(StrictModel):
     @field_validator("ce_weight")
     @classmethod
     def _weights_in_unit_interval(cls, v: list[float]) -> list[float]:
-        if not v or any(not 0 <= w <= 1 for w in v):
-            raise ValueError(f"grid.ce_weight must be a non-empty list of weights in [0, 1], got {v}")
-        return v
+        from toolret.retrieval.fusion import check_weight_grid
+
+        return check_weight_grid(v, "grid.ce_weight")
 
 
 class TrainingConfig(LoraSettings):
