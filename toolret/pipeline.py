@@ -3,7 +3,9 @@ as one thing.
 
 Search: the rewriter turns every query into one or more search queries; the retriever searches them
 all; when a query has several rewrites the rewriter's ``fuse`` merges their rankings (Re-Invoke: multi-
-view ranking); each reranker then reorders (and may extend) the list. The first stage searches at least
+view ranking); each reranker then reorders (and may extend) the list -- a reranker whose
+``reads_rewrites`` is true also receives the rewrites (``rerank(..., rewrites=...)``: ToolRerank's cross-
+encoder can score every intent of a multi-request query, not only the whole query). The first stage searches at least
 as deep as the deepest ``candidate_depth`` a reranker declares (ToolRerank reranks the top 50 even
 when 5 results are asked for).
 
@@ -84,27 +86,31 @@ class Pipeline:
         qids = default_query_ids(len(queries), query_ids)
         # a reranker may ask for more first-stage candidates than it returns (``candidate_depth``)
         depth = max([k, *(getattr(r, "candidate_depth", 0) for r in self.rerankers)])
-        ranking = self._first_stage(list(queries), depth, qids)
+        ranking, groups = self._first_stage(list(queries), depth, qids)
         for r in self.rerankers:
-            ranking = r.rerank(queries, ranking, k)
+            if getattr(r, "reads_rewrites", False):
+                ranking = r.rerank(queries, ranking, k, rewrites=groups)
+            else:
+                ranking = r.rerank(queries, ranking, k)
         return ranking
 
-    def _first_stage(self, queries: list[str], k: int, qids: list[str]) -> Ranking:
+    def _first_stage(self, queries: list[str], k: int, qids: list[str]) -> tuple[Ranking, list[list[str]] | None]:
+        """The first-stage ranking and the rewriter's rewrites (``None`` without a rewriter)."""
         if self.rewriter is None:
-            return self.retriever.search(queries, k, qids)
+            return self.retriever.search(queries, k, qids), None
         groups = self.rewriter.rewrite(queries)
         if len(groups) != len(queries) or any(not g for g in groups):
             raise CatalogError(f"rewriter {self.rewriter.name!r} must return at least one rewrite per query")
         flat = [q for g in groups for q in g]
         if all(len(g) == 1 for g in groups):
-            return self.retriever.search(flat, k, qids)
+            return self.retriever.search(flat, k, qids), groups
         fuse = getattr(self.rewriter, "fuse", None)
         if fuse is None:
             raise CatalogError(f"rewriter {self.rewriter.name!r} returned several rewrites per query but "
                                "defines no fuse()")
         n_tools = len(self.retriever.tool_ids)
         flat_ranking = self.retriever.search(flat, n_tools)  # every rewrite ranks every tool
-        return fuse(groups, flat_ranking, k, qids)
+        return fuse(groups, flat_ranking, k, qids), groups
 
     # ---------------------------------------------------------------- persistence
     def save(self, path: str | Path) -> None:

@@ -105,7 +105,10 @@ class QueryRewriter(Protocol):
 
 @runtime_checkable
 class Reranker(Protocol):
-    """Reorder (and possibly extend) a first-stage ranking; indexed on the same :class:`Corpus`."""
+    """Reorder (and possibly extend) a first-stage ranking; indexed on the same :class:`Corpus`.
+
+    Optional: ``reads_rewrites`` (true) -- the pipeline then calls ``rerank(queries, ranking, k,
+    rewrites=...)`` with its rewriter's rewrites of each query (``None`` in a pipeline without one)."""
 
     name: str
 

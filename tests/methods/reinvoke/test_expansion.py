@@ -139,3 +139,17 @@ def test_index_without_any_parsed_query_is_exactly_its_backbone(backbone, bow_en
     # the last query shares no term with any document: no results from either
     assert r.search(QUERIES, 4).as_lists() == plain.search(QUERIES, 4).as_lists()
     np.testing.assert_allclose(r.search(QUERIES, 4).scores, plain.search(QUERIES, 4).scores, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("backbone", ["dense", "bm25"])
+def test_intent_ranking_query_ranks_by_the_query_and_hands_the_intents_on(backbone, bow_encoder):
+    """``intent_ranking: query``: the first stage is the backbone's ranking of the query itself (not of its
+    intents); the rewrites a reranker reads are the query followed by its intents."""
+    plain = _plain(backbone, bow_encoder)
+    stored = {q: [q.replace("rain", "movie"), "weather"] for q in QUERIES}
+    rewriter = IntentRewriter(ReInvokeConfig(intent_ranking="query"), outputs=stored)
+    assert rewriter.rewrite(QUERIES) == [[q, *stored[q]] for q in QUERIES]
+    got = Pipeline(plain, rewriter).search(QUERIES, 4)
+    assert got.as_lists() == plain.search(QUERIES, 4).as_lists()
+    multiview = Pipeline(plain, IntentRewriter(ReInvokeConfig(), outputs=stored)).search(QUERIES, 4)
+    assert multiview.as_lists() != got.as_lists()  # the paper's multi-view ranking of the intents differs

@@ -242,3 +242,64 @@ def test_a_trained_artifact_is_refused_after_its_training_params_or_first_stage_
                                                                     "fixture_catalog"))
     assert any(d.startswith("config.lr") for d in diff) and len(diff) == 1, diff
     assert (trained["artifact"] / "toolrerank.json").stat().st_mtime_ns == before  # never retrained in place
+
+
+class _SplitRewriter:
+    """A rewriter written for the test: each query -> its ' and '-separated parts (fuse: the first part's
+    ranking), so a pipeline with it hands the reranker several texts per query."""
+
+    name = "test-split"
+
+    def fit(self, catalog) -> None:
+        pass
+
+    def rewrite(self, queries):
+        return [[p.strip() for p in q.split(" and ") if p.strip()] or [q] for q in queries]
+
+    def fuse(self, groups, ranking, k, query_ids):
+        from toolret.retrieval.base import Ranking
+
+        rows = np.cumsum([0] + [len(g) for g in groups[:-1]])
+        return Ranking(list(query_ids), ranking.tool_ids, ranking.indices[rows, :k], ranking.scores[rows, :k])
+
+
+def test_score_views_rewrites_scores_each_api_by_its_best_matching_rewrite(trained):
+    """``toolrerank.score_views: rewrites``: Rerank-m's order of the top m is the order of max(CE(query, api),
+    CE(rewrite, api)) over the rewriter's rewrites, computed here from the cross-encoder directly; with
+    ``query`` (the paper) the rewrites are not read."""
+    from toolret.catalog.registry import load_dataset
+    from toolret.config import apply_overrides, load_params
+    from toolret.methods.toolrerank.crossencoder import CrossEncoderScorer
+    from toolret.pipeline import Pipeline, build_pipeline
+    from toolret.roles import Corpus
+
+    params = load_params(trained["params"])
+    cat = load_dataset(str(trained["catalog"]), dev_fraction=0.25, seed=13)
+    tests = [q.text for q in cat.split("test")]
+    texts = [f"{a} and {b}" for a, b in zip(tests[:5], tests[5:10])]  # two requests in one query
+    corpus = Corpus.from_catalog(cat)
+
+    def run(views):
+        built = build_pipeline("rerank-10", cat, apply_overrides(params, {"toolrerank.score_views": views,
+                                                                         "toolrerank.ce_weight": 1.0}))
+        p = Pipeline(built.retriever, _SplitRewriter(), built.rerankers)
+        p.index(corpus)
+        return p, p.search(texts, k=10)
+
+    p, multi = run("rewrites")
+    _, plain = run("query")
+    assert p.rerankers[0].reads_rewrites
+    first = p._first_stage(texts, 10, [str(i) for i in range(5)])[0]
+    cfg = params.toolrerank
+    scorer = CrossEncoderScorer(trained["artifact"] / "model", cfg.max_length, 8, "cpu", "off")
+    docs = dict(zip(corpus.tool_ids, corpus.documents))
+    for row, q in enumerate(texts):
+        top = [first.tool_ids[i] for i in first.indices[row, :10] if i >= 0]
+        views = [q, *_SplitRewriter().rewrite([q])[0]]
+        best = np.max([scorer.score_pairs([(v, docs[t]) for t in top]) for v in views], axis=0)
+        expected = [top[i] for i in np.argsort(-best, kind="stable")]
+        assert [multi.tool_ids[i] for i in multi.indices[row, :len(top)]] == expected
+        plain_scores = scorer.score_pairs([(q, docs[t]) for t in top])
+        assert [plain.tool_ids[i] for i in plain.indices[row, :len(top)]] == \
+            [top[i] for i in np.argsort(-np.asarray(plain_scores), kind="stable")]
+    assert multi.indices.tolist() != plain.indices.tolist()  # the rewrites changed some order

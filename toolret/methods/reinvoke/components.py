@@ -355,17 +355,21 @@ class IntentRewriter(_CachedRewriter):
         return record["intents"]
 
     def rewrite(self, queries: Sequence[str]) -> list[list[str]]:
+        """Each query's intents (``intent_ranking: query``: the query first, then its intents)."""
         out = []
         for text, intents in zip(queries, self.outputs_for(queries)):
             kept = [i for i in intents if i and i.strip()][: self.config.max_intents]
-            out.append(kept or [text])
+            out.append([text, *kept] if self.config.intent_ranking == "query" else kept or [text])
         return out
 
     def fuse(self, groups: Sequence[Sequence[str]], ranking: Ranking, k: int, query_ids: Sequence[str]) -> Ranking:
         """Multi-view ranking (Sec. 3.3) of each query's intents; ``ranking`` ranks every tool for every
-        intent (rows in ``groups`` order)."""
+        intent (rows in ``groups`` order). ``intent_ranking: query``: each group's first row, the query's."""
         n_tools = len(ranking.tool_ids)
         k = min(k, n_tools)
+        if self.config.intent_ranking == "query":
+            rows = np.cumsum([0] + [len(g) for g in groups[:-1]]).astype(np.int64)
+            return Ranking(list(query_ids), ranking.tool_ids, ranking.indices[rows, :k], ranking.scores[rows, :k])
         scores, pos = scatter_ranking(ranking, n_tools, -np.inf)
         indices = np.full((len(groups), k), -1, dtype=np.int64)
         out = np.full((len(groups), k), -np.inf, dtype=np.float32)

@@ -44,6 +44,9 @@ class ReInvokeConfig(StrictModel):
         temperature, top_p, seed: query-generator sampling.
         query_max_new_tokens, intent_max_new_tokens, hyde_max_new_tokens: generation budgets.
         max_intents: at most this many intents per query are used.
+        intent_ranking: ``multiview`` (the paper: the intents' rankings merged, Sec. 3.3) or ``query``: the
+            first stage ranks by the query itself and the intents only reach a reranker that reads a
+            pipeline's rewrites (``toolrerank.score_views: rewrites``).
         llm_model: a ``toolret.llm.models.KNOWN_MODELS`` name or a local HF folder (a ``.gguf`` for llama.cpp).
         llm_engine: ``transformers`` (default), ``llama.cpp`` (optional: ``pip install llama-cpp-python``;
             on the Re-Invoke prompt mix it measured no faster than the transformers backend on 2 CPU cores,
@@ -67,6 +70,7 @@ class ReInvokeConfig(StrictModel):
     intent_max_new_tokens: int = 96
     hyde_max_new_tokens: int = 80
     max_intents: int = 10
+    intent_ranking: Literal["multiview", "query"] = "multiview"
     llm_model: str = DEFAULT_LLM
     llm_engine: Literal["transformers", "llama.cpp", "openai"] = "transformers"  # llama.cpp: optional, no faster here
     llm_base_url: str | None = None  # llm_engine openai: e.g. http://127.0.0.1:8080/v1

@@ -25,6 +25,21 @@ from toolret.methods.toolrerank.config import ToolRerankConfig
 from toolret.retrieval.base import Ranking
 
 
+def score_texts(queries: Sequence[str], rewrites: Sequence[Sequence[str]] | None) -> list[list[str]]:
+    """The texts the cross-encoder scores each API against: the query, then its distinct rewrites."""
+    if rewrites is None:
+        return [[q] for q in queries]
+    if len(rewrites) != len(queries):
+        raise CatalogError(f"toolrerank-ce: {len(rewrites)} rewrite groups for {len(queries)} queries")
+    return [list(dict.fromkeys([q, *(r for r in group if r.strip())])) for q, group in zip(queries, rewrites)]
+
+
+def max_view_scores(scorer, texts: Sequence[str], docs: Sequence[str], items: Sequence[int]) -> np.ndarray:
+    """Each API's cross-encoder score: the max over ``texts`` (one text: its plain score)."""
+    per_text = [np.asarray(scorer.score_pairs([(t, docs[c]) for c in items]), dtype=float) for t in texts]
+    return np.max(np.stack(per_text), axis=0)
+
+
 class ToolRerankReranker:
     name = "toolrerank-ce"
 
@@ -52,6 +67,11 @@ class ToolRerankReranker:
         self.stats: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ role
+    @property
+    def reads_rewrites(self) -> bool:
+        """Whether the pipeline passes its rewriter's rewrites (``score_views: rewrites``)."""
+        return self.config.score_views == "rewrites"
+
     @property
     def candidate_depth(self) -> int:
         """First-stage results this reranker asks for (the pipeline searches at least this deep)."""
@@ -167,7 +187,8 @@ class ToolRerankReranker:
             out.append(cands if remap is None else [remap[i] for i in cands])
         return out
 
-    def rerank(self, queries: Sequence[str], ranking: Ranking, k: int) -> Ranking:
+    def rerank(self, queries: Sequence[str], ranking: Ranking, k: int,
+               rewrites: Sequence[Sequence[str]] | None = None) -> Ranking:
         from toolret.methods.toolrerank.algorithms import adaptive_truncation
         from toolret.methods.toolrerank.rerank import QueryView, fuse_with_first_stage, rank_rows, rerank_m, toolrerank
 
@@ -185,11 +206,13 @@ class ToolRerankReranker:
         else:
             first = [row[: self.plain_m] for row in cands]
         # score every truncated list in one batch (cached); the extended list adds a few pairs per query
-        scorer.score_pairs([(q, docs[c]) for q, row in zip(queries, first) for c in row], progress=len(queries) > 50)
+        texts = score_texts(queries, rewrites if self.reads_rewrites else None)
+        scorer.score_pairs([(t, docs[c]) for ts, row in zip(texts, first) for t in ts for c in row],
+                           progress=len(queries) > 50)
         emb = self.embeddings() if self.plain_m is None and "multi" in modes else None
         out_rows, info_sum = [], {"t": 0, "f1": 0, "extended": 0}
-        for i, (q, row) in enumerate(zip(queries, cands)):
-            view = QueryView(row, score_fn=lambda items, q=q: scorer.score_pairs([(q, docs[c]) for c in items]),
+        for i, row in enumerate(cands):
+            view = QueryView(row, score_fn=lambda items, ts=texts[i]: max_view_scores(scorer, ts, docs, items),
                              sim_fn=(lambda items: emb[items] @ emb[items].T) if emb is not None else None)
             if self.plain_m is None:
                 info: dict[str, Any] = {}
@@ -263,4 +286,4 @@ class ToolRerankReranker:
         return r
 
 
-__all__ = ["ToolRerankReranker"]
+__all__ = ["ToolRerankReranker", "max_view_scores", "score_texts"]

@@ -107,6 +107,10 @@ class ToolRerankConfig(TrainingConfig):
     # weight (grid.ce_weight; 1.0 for an artifact selected without one)
     ce_weight: float | None = Field(None, ge=0, le=1)
     score_cache: str | None = None  # None: <cache home>/ce_scores; "off": in-process memo only
+    # "query" (the paper): the cross-encoder scores (query, API). "rewrites": in a pipeline with a rewriter
+    # (e.g. Re-Invoke's intents), an API's score is the max over the query and each of its rewrites, so a
+    # multi-request query's APIs are each scored against the request that names them
+    score_views: Literal["query", "rewrites"] = "query"
 
     @model_validator(mode="after")
     def _depth_covers_grid(self):
