@@ -119,10 +119,10 @@ class QTARewriter:
         records = self.preference_records(catalog)
         folder = self.model_folder or ensure_local_model(self.config.llm_model)
         for m in missing:
-            pairs = dpo_pairs(records, m)
+            pairs = dpo_pairs(records, m, self.config.pair_rule)
             if not pairs:
-                raise CatalogError(f"qta: no preference pairs in the first {m} rounds of {catalog.name!r} "
-                                   "(every round tied): nothing to train on")
+                raise CatalogError(f"qta: no preference pairs in the first {m} rounds of {catalog.name!r} under "
+                                   f"pair_rule {self.config.pair_rule!r}: nothing to train on")
             train_adapter(pairs, self.config, m, self.adapter_dir(m), model_folder=folder,
                           run_name=f"{catalog.name}/{self.config.adapter_name(m)}",
                           extra={"dataset": catalog.name, "train_queries": len(catalog.split("train"))})

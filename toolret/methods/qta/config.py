@@ -56,6 +56,7 @@ class QTAConfig(StrictModel):
         adapter_from: use the adapters in this folder (trained on another catalogue: the cross-dataset
             protocol) instead of the catalogue's own; nothing is trained.
         train_queries: sample preferences for at most this many train queries (seeded; 0 = all).
+        pair_rule: which DPO pair each preference round yields (``preferences.choose_pair``).
     """
 
     s: int = Field(5, ge=1)
@@ -89,6 +90,10 @@ class QTAConfig(StrictModel):
     mlflow: bool = True
     adapter_from: str | None = None  # cross-dataset: an adapter folder (.../qta) trained on another catalogue
     train_queries: int = Field(0, ge=0)  # 0 = every train query; else a seeded subsample (large train splits)
+    # which pair a preference round gives DPO (toolret.methods.qta.preferences.choose_pair): best_worst of
+    # {q, q1, q2} (the default reading), beat_query (only rounds where a rewrite beats q), rewrites_only (best vs
+    # worst rewrite, in rounds where a rewrite beats q). Picked from the stored rewards: no new samples
+    pair_rule: Literal["best_worst", "beat_query", "rewrites_only"] = "best_worst"
 
     @model_validator(mode="after")
     def _train_m_includes_m(self):
@@ -106,6 +111,8 @@ class QTAConfig(StrictModel):
     def adapter_name(self, m: int | None = None) -> str:
         """Sub-folder of the adapter artifact for ``m``: ``m10`` (``m10-<llm>`` for a non-default LLM)."""
         name = f"m{self.m if m is None else m}"
+        if self.pair_rule != "best_worst":
+            name += f"-{self.pair_rule}"
         if self.llm_model != DEFAULT_LLM:
             from toolret.llm.models import model_slug
 
@@ -121,7 +128,8 @@ class QTAConfig(StrictModel):
         """What an adapter depends on (beyond its preference data)."""
         keys = ("lora_r", "lora_alpha", "lora_dropout", "lora_targets", "beta", "lr", "epochs", "batch_size",
                 "grad_accum", "max_length", "warmup_ratio", "seed", "llm_model")
-        return {"m": m, **{k: getattr(self, k) for k in keys}}
+        rule = {"pair_rule": self.pair_rule} if self.pair_rule != "best_worst" else {}  # default: as before it existed
+        return {"m": m, **{k: getattr(self, k) for k in keys}, **rule}
 
 
 class QTARun(StrictModel):

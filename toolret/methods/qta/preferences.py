@@ -4,7 +4,9 @@ For every training query q and round r < rounds: sample T_sub (s tool documents,
 round), sample two rewrites q1, q2 of q at a high temperature (sample indices 2r and 2r+1), rank the
 whole catalogue with the frozen retriever for q, q1 and q2, score each with eq. 4 over q's gold tools,
 then chosen = the best of {q, q1, q2} and rejected = the worst (``choose_pair``; a round with no
-preference is kept with ``skip: "tie"``). The adapter for m trains on the pairs of rounds < m.
+preference is kept with ``skip: "tie"``). The stored pair is that default rule's; training picks each
+round's pair again under ``qta.pair_rule`` from the stored rewards (``dpo_pairs``), so another rule needs
+no new samples. The adapter for m trains on the pairs of rounds < m.
 
 ``data/qta/<dataset>/preferences.jsonl``: one line per (query, round)::
 
@@ -43,14 +45,39 @@ from toolret.methods.qta.generation import (
 from toolret.methods.qta.reward import gold_ranks, query_reward
 
 
-def choose_pair(rewards: Sequence[float]) -> tuple[int, int] | None:
-    """``(chosen, rejected)`` candidate indices: the first best and the last worst; ``None`` when all tie."""
-    best, worst = max(rewards), min(rewards)
+PAIR_RULES = ("best_worst", "beat_query", "rewrites_only")
+
+
+def choose_pair(rewards: Sequence[float], rule: str = "best_worst") -> tuple[int, int] | None:
+    """``(chosen, rejected)`` candidate indices of one round (``rewards[0]``: the query, then its rewrites),
+    or ``None`` (no pair). Ties: the first best is chosen, the last worst rejected.
+
+    - ``best_worst``: the best and the worst of {q, q1, q2}; no pair when all tie (our default reading);
+    - ``beat_query``: the same pair, but only in a round where some rewrite scores above q;
+    - ``rewrites_only``: the best and the worst rewrite; q only decides whether the round yields a pair (its
+      best rewrite must score above q, and the two rewrites must differ in score).
+    """
+    if rule not in PAIR_RULES:
+        raise ValueError(f"qta.pair_rule {rule!r}: expected one of {PAIR_RULES}")
+    if rule != "best_worst" and max(rewards[1:], default=rewards[0]) <= rewards[0]:
+        return None
+    first = 1 if rule == "rewrites_only" else 0
+    pool = list(rewards[first:])
+    best, worst = max(pool), min(pool)
     if best == worst:
         return None
-    chosen = next(i for i, r in enumerate(rewards) if r == best)
-    rejected = max(i for i, r in enumerate(rewards) if r == worst)
+    chosen = first + next(i for i, r in enumerate(pool) if r == best)
+    rejected = first + max(i for i, r in enumerate(pool) if r == worst)
     return chosen, rejected
+
+
+def round_pair(record: dict[str, Any], rule: str = "best_worst") -> tuple[int, int] | None:
+    """A preference record's pair under ``rule``; ``None`` also when both completions are the same text."""
+    cands = record["candidates"]
+    pair = choose_pair([c["reward"] for c in cands], rule)
+    if pair is not None and cands[pair[0]]["completion"] == cands[pair[1]]["completion"]:
+        return None
+    return pair
 
 
 def score_texts(retriever, texts: Sequence[str], gold: Sequence[Sequence[int]],
@@ -106,22 +133,23 @@ def sample_preferences(catalog: Catalog, cfg: QTAConfig, llm: QTALLM, retriever,
         gold = tuple(rec.pop("_gold"))
         for c in rec["candidates"]:
             c["ranks"], c["reward"] = by_text[(c["text"], gold)]
-        pair = choose_pair([c["reward"] for c in rec["candidates"]])
-        if pair is not None and rec["candidates"][pair[0]]["completion"] == rec["candidates"][pair[1]]["completion"]:
-            pair = None
+        pair = round_pair(rec)  # the stored pair: best_worst's (qta.pair_rule picks again at training)
         rec["chosen"], rec["rejected"] = pair if pair else (None, None)
         rec["skip"] = None if pair else "tie"
     return records
 
 
-def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Counts for the meta: pairs, ties, who was chosen / rejected, parse outcomes of the samples."""
-    pairs = [r for r in records if r["chosen"] is not None]
+def summarize(records: Sequence[dict[str, Any]], rule: str = "best_worst") -> dict[str, Any]:
+    """Counts for the meta / the report under ``rule``: pairs, rounds without one, who was chosen / rejected,
+    parse outcomes of the samples."""
+    pairs = [(r, p) for r in records if (p := round_pair(r, rule)) is not None]
     samples = [c for r in records for c in r["candidates"] if c["source"] != "query"]
     return {
-        "records": len(records), "pairs": len(pairs), "ties": len(records) - len(pairs),
-        "chosen": dict(Counter(r["candidates"][r["chosen"]]["source"] for r in pairs)),
-        "rejected": dict(Counter(r["candidates"][r["rejected"]]["source"] for r in pairs)),
+        "rule": rule, "records": len(records), "pairs": len(pairs), "ties": len(records) - len(pairs),
+        "chosen": dict(Counter(r["candidates"][p[0]]["source"] for r, p in pairs)),
+        "rejected": dict(Counter(r["candidates"][p[1]]["source"] for r, p in pairs)),
+        "chosen_copies_query": sum(r["candidates"][p[0]]["completion"].strip() == r["query"].strip()
+                                   for r, p in pairs),
         "sample_status": dict(Counter(c["status"] for c in samples)),
         "sample_fallback_reasons": dict(Counter(c["reason"] for c in samples if c["fallback"])),
         "samples_beating_query": sum(1 for r in records for c in r["candidates"][1:]
@@ -161,14 +189,17 @@ def load_preferences(path: str | Path, key: dict[str, Any], rounds: int) -> list
     return read_jsonl(path)
 
 
-def dpo_pairs(records: Sequence[dict[str, Any]], m: int) -> list[dict[str, Any]]:
-    """trl's conversational preference rows of the rounds < ``m`` that have a preference."""
+def dpo_pairs(records: Sequence[dict[str, Any]], m: int, rule: str = "best_worst") -> list[dict[str, Any]]:
+    """trl's conversational preference rows of the rounds < ``m`` that yield a pair under ``rule``."""
     rows = []
     for r in records:
-        if r["round"] >= m or r.get("chosen") is None:
+        if r["round"] >= m:
             continue
         try:
-            chosen, rejected = r["candidates"][r["chosen"]], r["candidates"][r["rejected"]]
+            pair = round_pair(r, rule)
+            if pair is None:
+                continue
+            chosen, rejected = r["candidates"][pair[0]], r["candidates"][pair[1]]
             rows.append({"prompt": r["prompt"], "chosen": [{"role": "assistant", "content": chosen["completion"]}],
                          "rejected": [{"role": "assistant", "content": rejected["completion"]}]})
         except (KeyError, IndexError, TypeError) as e:
@@ -177,5 +208,5 @@ def dpo_pairs(records: Sequence[dict[str, Any]], m: int) -> list[dict[str, Any]]
     return rows
 
 
-__all__ = ["build_preferences", "choose_pair", "dpo_pairs", "load_preferences", "preference_key", "sample_preferences",
+__all__ = ["PAIR_RULES", "build_preferences", "choose_pair", "round_pair", "dpo_pairs", "load_preferences", "preference_key", "sample_preferences",
            "score_texts", "summarize"]
