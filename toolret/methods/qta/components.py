@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from toolret.atomic import atomic_directory
 from toolret.catalog.model import Catalog, CatalogError
 from toolret.methods.qta.config import QTAConfig
@@ -171,7 +173,22 @@ class QTARewriter:
         return [self._outputs[t] for t in texts]
 
     def rewrite(self, queries: Sequence[str]) -> list[list[str]]:
-        return [[rec["rewrite"]] for rec in self.outputs_for(list(queries))]
+        """Each query's rewrite (``search: query_and_rewrite``: the query, then its rewrite when it differs)."""
+        recs = self.outputs_for(list(queries))
+        if self.config.search == "rewrite":
+            return [[rec["rewrite"]] for rec in recs]
+        return [list(dict.fromkeys([q, rec["rewrite"]])) for q, rec in zip(queries, recs)]
+
+    def fuse(self, groups: Sequence[Sequence[str]], ranking, k: int, query_ids: Sequence[str]):
+        """``search: query_and_rewrite``: the query's and the rewrite's rankings fused by equal-weight RRF
+        (``ranking`` ranks every tool for every text, rows in ``groups`` order)."""
+        from toolret.pipeline import rows_of
+        from toolret.retrieval.fusion import weighted_rrf
+
+        sizes = np.array([len(g) for g in groups], dtype=np.int64)
+        first = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        qids = list(query_ids)
+        return weighted_rrf([rows_of(ranking, first, qids), rows_of(ranking, first + sizes - 1, qids)], [0.5, 0.5], k)
 
     def write_artifact(self, catalog: Catalog, split: str, out: str | Path) -> dict[str, Any]:
         """Rewrite every judged query of ``split`` into ``out`` (JSONL + meta; ``toolret rewrite``)."""

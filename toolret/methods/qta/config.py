@@ -57,6 +57,7 @@ class QTAConfig(StrictModel):
             protocol) instead of the catalogue's own; nothing is trained.
         train_queries: sample preferences for at most this many train queries (seeded; 0 = all).
         pair_rule: which DPO pair each preference round yields (``preferences.choose_pair``).
+        search: ``rewrite`` searches the rewrite alone; ``query_and_rewrite`` fuses both rankings (RRF).
     """
 
     s: int = Field(5, ge=1)
@@ -94,6 +95,9 @@ class QTAConfig(StrictModel):
     # {q, q1, q2} (the default reading), beat_query (only rounds where a rewrite beats q), rewrites_only (best vs
     # worst rewrite, in rounds where a rewrite beats q). Picked from the stored rewards: no new samples
     pair_rule: Literal["best_worst", "beat_query", "rewrites_only"] = "best_worst"
+    # at search time: the rewrite alone (the paper), or the query and its rewrite both searched and fused by
+    # reciprocal rank (equal weights; a rewrite that copies the query is the query's ranking)
+    search: Literal["rewrite", "query_and_rewrite"] = "rewrite"
 
     @model_validator(mode="after")
     def _train_m_includes_m(self):

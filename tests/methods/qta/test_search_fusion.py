@@ -1,0 +1,37 @@
+"""``qta.search: query_and_rewrite``: the query and its rewrite are both searched and their rankings fused
+(equal-weight reciprocal rank); a rewrite that copies the query leaves the query's ranking."""
+
+from __future__ import annotations
+
+from toolret.methods.qta.components import QTARewriter
+from toolret.methods.qta.config import QTAConfig
+from toolret.pipeline import Pipeline
+from toolret.retrieval.bm25 import BM25Retriever
+from toolret.retrieval.fusion import weighted_rrf
+
+IDS = ["weather", "movies", "flights", "hotels"]
+DOCS = ["current weather forecast for a city", "search movies by title and year",
+        "book flights between airports", "find hotels near a location"]
+
+
+def _bm25() -> BM25Retriever:
+    r = BM25Retriever()
+    r.index(IDS, DOCS)
+    return r
+
+
+def test_the_query_and_its_rewrite_are_fused_by_reciprocal_rank():
+    queries = ["forecast for paris", "hotels in rome"]
+    stored = {"forecast for paris": {"rewrite": "movies by title"},  # a rewrite that points elsewhere
+              "hotels in rome": {"rewrite": "hotels in rome"}}  # a copy of the query
+    rw = QTARewriter(QTAConfig(search="query_and_rewrite"), outputs=stored)
+    assert rw.rewrite(queries) == [["forecast for paris", "movies by title"], ["hotels in rome"]]
+    got = Pipeline(_bm25(), rw).search(queries, 4, ["a", "b"])
+    bm25 = _bm25()
+    fused = weighted_rrf([bm25.search(["forecast for paris"], 4, ["a"]), bm25.search(["movies by title"], 4, ["a"])],
+                         [0.5, 0.5], 4)
+    assert got.ranked_ids(0) == fused.ranked_ids(0)
+    assert set(got.ranked_ids(0)[:2]) == {"weather", "movies"}  # each text's top tool is in the fused top 2
+    assert got.ranked_ids(1)[0] == bm25.search(["hotels in rome"], 4).ranked_ids(0)[0]
+    plain = Pipeline(_bm25(), QTARewriter(QTAConfig(), outputs=stored)).search(queries, 4, ["a", "b"])
+    assert plain.ranked_ids(0)[0] == "movies"  # the paper's search: the rewrite alone
