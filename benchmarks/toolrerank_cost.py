@@ -46,8 +46,9 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     from toolret.catalog.registry import load_dataset
-    from toolret.config import apply_overrides, load_params, project_dir
+    from toolret.config import apply_overrides, load_params
     from toolret.methods.toolrerank.crossencoder import load_cross_encoder
+    from toolret.paths import project_dir
     from toolret.pipeline import build_pipeline
     from toolret.retrieval.base import Ranking
     from toolret.roles import Corpus

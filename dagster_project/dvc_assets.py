@@ -326,7 +326,7 @@ def load_stage_items(project_dir: str | Path | None = None, translator: "DvcTran
 def load_params(project_dir: str | Path) -> dict[str, Any]:
     """The project's ``params.yaml`` as written (``{}`` when absent): the graph is DVC's, whatever the
     params hold; ``toolret`` commands validate them when they run."""
-    from toolret.config import read_params_file
+    from toolret.paths import read_params_file
 
     return read_params_file(Path(project_dir) / "params.yaml")[0]
 

@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from toolret.cli import main
-from toolret.config import ConfigError, apply_overrides, load_params, validate_params
+from toolret.config import apply_overrides, load_params, validate_params
+from toolret.paths import ConfigError
 
 
 def _write(tmp_path, data):
@@ -57,7 +58,8 @@ def test_overrides_are_validated():
 
 
 def test_a_synthetic_catalogue_whose_source_is_not_built_is_an_error():
-    from toolret.config import ConfigError, validate_params
+    from toolret.config import validate_params
+    from toolret.paths import ConfigError
 
     good = {"datasets": ["toollens"], "synthetic": {"syn": {"source": "toollens"}}}
     assert validate_params(good).synthetic["syn"].source == "toollens"

@@ -12,7 +12,7 @@ import pytest
 import toolret.methods
 import toolret.registry as reg
 from toolret.catalog.model import CatalogError
-from toolret.config import StrictModel
+from toolret.config import StrictModel, load_params
 from toolret.registry import CliCommand, Component, Method, NamedPipeline, Section, StageTemplate, register_method
 
 PACKAGES = sorted(i.name for i in pkgutil.iter_modules(toolret.methods.__path__))
@@ -50,7 +50,7 @@ def test_lookups_read_the_registered_methods() -> None:
     registered = reg.methods()
     names = lambda attr: sorted(x.name for m in registered.values() for x in getattr(m, attr))  # noqa: E731
     assert names("components") == sorted(c.name for c in reg.components())
-    assert names("pipelines") == sorted(reg.pipelines())
+    assert names("pipelines") == sorted(reg.pipelines(load_params()))
     assert names("sections") == sorted(reg.config_sections())
     assert names("stages") == sorted(t.name for t in reg.stage_templates())
     assert sorted(j for m in registered.values() for j in m.generation_jobs) == reg.generation_jobs()
@@ -80,7 +80,8 @@ def test_a_method_registers_everything_at_once(methods) -> None:
         cli=[CliCommand("toy-cmd", "a toy command", run="toolret.cli:main")],
     ))
     assert method.module == __name__ and isinstance(method.components, tuple)
-    assert reg.component("toy-r").role == "retriever" and reg.parse_spec("toy-p").components == ["toy-r"]
+    assert reg.component("toy-r").role == "retriever"
+    assert reg.parse_spec("toy-p", load_params()).components == ["toy-r"]
     assert reg.config_sections()["toy"] == (ToyConfig, True) and reg.stage_owner("toy_stage") == __name__
     assert "toy-job" in reg.generation_jobs() and "toy-cmd" in [c.name for c in reg.cli_commands()]
     assert reg.report_hook("toy").__module__ == "toolret.methods.qta.report"

@@ -291,7 +291,8 @@ def test_plugin_configured_by_environment(project: Path, registry, monkeypatch: 
     data = yaml.safe_load((project / "params.yaml").read_text(encoding="utf-8"))
     del data["plugins"]
     (project / "params.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    from toolret.config import ConfigError, load_params
+    from toolret.config import load_params
+    from toolret.paths import ConfigError
 
     with pytest.raises(ConfigError, match="unknown key 'toy'"):  # a plugin's section needs the plugin
         load_params()

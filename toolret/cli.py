@@ -22,7 +22,7 @@ def _params(args: argparse.Namespace):
 
 def _load_named(name_or_path: str, params):
     from toolret.catalog.registry import load_dataset
-    from toolret.config import project_dir
+    from toolret.paths import project_dir
 
     return load_dataset(name_or_path, root=params.source.root, beir=params.source.beir,
                         dev_fraction=params.catalog.dev_fraction, seed=params.catalog.seed,
@@ -390,8 +390,8 @@ def method_command(command):
 def cmd_generate_shards(args: argparse.Namespace) -> None:
     """Advance a durable LLM job by committed-size shards (``toolret.llm.shards``); ``--commit`` commits
     each finished shard to git as it lands."""
-    from toolret.config import project_dir
     from toolret.llm.shards import git_commit, run_durable
+    from toolret.paths import project_dir
     from toolret.registry import generation_job
 
     params = _params(args)
@@ -481,7 +481,8 @@ def cmd_datasets(args: argparse.Namespace) -> None:
 
     print(json.dumps({
         "datasets": DATASETS,
-        "pipelines": {n: {"components": spec.components, "description": d} for n, (spec, d) in pipelines().items()},
+        "pipelines": {n: {"components": spec.components, "description": d}
+                      for n, (spec, d) in pipelines(_params(args)).items()},
         "components": {role: [f"{c.name}: {c.description}" for c in components(role)]
                        for role in ("rewriter", "retriever", "reranker")},
         "compose": "[rewriter+]retriever[+reranker...], e.g. reinvoke-intents+bm25",

@@ -1,10 +1,12 @@
-"""Project paths and ``params.yaml``: the one parameter file shared by DVC, Dagster, MLflow and the CLI.
+"""``params.yaml``: the one parameter file shared by DVC, Dagster, MLflow and the CLI.
 
 Every section of ``params.yaml`` is a pydantic model with ``extra="forbid"``; the models are the single
 source of defaults. Core sections are declared here; each registered component (``toolret.registry``)
 brings its own section model (``bm25:`` -> :class:`toolret.retrieval.bm25.BM25Config`, ``reinvoke:`` ->
 :class:`toolret.methods.reinvoke.config.ReInvokeSection` ...). :func:`load_params` validates the file:
-an unknown or mistyped key is a :class:`ConfigError` naming the key and the file.
+an unknown or mistyped key is a :class:`toolret.paths.ConfigError` naming the key and the file. The
+project's paths and the raw file are :mod:`toolret.paths`, shared with the registry (which this module
+imports; the registry never imports this one).
 
 Example:
     >>> p = validate_params({"bm25": {"k1": 0.9}})
@@ -20,13 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
-from toolret.catalog.model import CatalogError
-
-PACKAGE_ROOT = Path(__file__).resolve().parents[1]
-
-
-class ConfigError(CatalogError):
-    """A parameter file (or override) that does not validate; the message names the key and the file."""
+from toolret.paths import ConfigError, read_params_file, under_project
 
 
 class StrictModel(BaseModel):
@@ -207,32 +203,6 @@ def validate_params(data: dict[str, Any] | None, source: str = "params") -> Core
         raise ConfigError(_format_error(e, source)) from None
 
 
-def project_dir() -> Path:
-    """The project root: ``$TOOLRET_PROJECT_DIR``, else the current directory if it holds a
-    ``params.yaml``, else the repository this package lives in."""
-    env = os.environ.get("TOOLRET_PROJECT_DIR")
-    if env:
-        return Path(env).resolve()
-    cwd = Path.cwd()
-    return cwd if (cwd / "params.yaml").is_file() else PACKAGE_ROOT
-
-
-def read_params_file(path: str | Path | None = None) -> tuple[dict[str, Any], Path]:
-    """The raw mapping of ``params.yaml`` (default: the project's; ``{}`` if absent) and its path."""
-    import yaml
-
-    path = Path(path) if path else project_dir() / "params.yaml"
-    if not path.is_file():
-        return {}, path
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
-    return data, path
-
-
 def load_params(path: str | Path | None = None, overrides: list[str] | None = None) -> CoreParams:
     """Read and validate ``params.yaml`` (default: the project's), then apply ``section.key=value``
     overrides (``--set`` on the command line). Unknown keys are errors naming the key and the file."""
@@ -274,43 +244,3 @@ def cache_home(params: CoreParams | None = None) -> Path:
     root = (configured or os.environ.get("TOOLRET_CACHE_HOME")
             or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "toolret"))
     return under_project(root)
-
-
-def under_project(path: str | os.PathLike) -> Path:
-    """A path to write to (a cache that may not exist yet): as given when absolute, else relative to the
-    project directory -- never the working directory (saved components store project-relative paths,
-    :func:`portable_path`; :func:`project_path` reads existing ones)."""
-    path = Path(path)
-    return path if path.is_absolute() else (project_dir() / path).resolve()
-
-
-def data_dir() -> Path:
-    return project_dir() / "data"
-
-
-def portable_path(value: Any) -> Any:
-    """``value`` with absolute paths inside the project made project-relative (recursively through dicts
-    and lists): a saved pipeline keeps working when ``data/`` is copied or the repository re-cloned."""
-    if isinstance(value, dict):
-        return {k: portable_path(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [portable_path(v) for v in value]
-    if isinstance(value, Path):
-        value = str(value)
-    if isinstance(value, str) and value.startswith(os.sep):
-        root = project_dir()
-        try:
-            return Path(os.path.normpath(value)).relative_to(root).as_posix()
-        except ValueError:
-            return value
-    return value
-
-
-def project_path(value: str | os.PathLike) -> Path:
-    """A path as written by :func:`portable_path`: absolute as is, relative to the project when it exists
-    there (else relative to the working directory)."""
-    path = Path(value)
-    if path.is_absolute():
-        return path
-    inside = project_dir() / path
-    return inside if inside.exists() else path

@@ -170,7 +170,7 @@ def write_result(result: dict[str, Any], rows: list[dict[str, Any]], output: str
 
 
 def provenance(catalog: Catalog, params: dict[str, Any], artifacts: dict[str, str] | None = None) -> dict[str, Any]:
-    from toolret.config import project_dir
+    from toolret.paths import project_dir
     from toolret.tracking.provenance import git_state
 
     return {

@@ -38,26 +38,25 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from toolret.catalog.model import CatalogError
+from toolret.paths import data_dir, portable_path, project_dir, read_params_file
 from toolret.roles import ROLES
 
 if TYPE_CHECKING:
     from toolret.catalog.model import Catalog
-    from toolret.config import CoreParams
 
 
 @dataclass(frozen=True)
 class BuildContext:
-    """What a component builder gets: the catalogue it will serve, the validated params, and an
+    """What a component builder gets: the catalogue it will serve, the validated params (a
+    :class:`toolret.config.CoreParams`, typed ``Any``: the registry never imports the config), and an
     optional ``model`` path (``--model``: an encoder folder, a fine-tune artifact ...)."""
 
     catalog: Catalog
-    params: CoreParams
+    params: Any
     model: str | None = None
 
     def artifact_dir(self, group: str) -> Path:
         """``data/<group>/<dataset>``: where a component's stage artifacts for this catalogue live."""
-        from toolret.config import data_dir
-
         return data_dir() / group / self.catalog.name
 
     @property
@@ -302,7 +301,7 @@ def register_method(method: Method) -> Method:
     try:
         for p in method.pipelines:
             if "${" not in p.spec:  # checked now; a template is checked when resolved
-                parse_spec(p.spec, name=p.name, allow_named=False)
+                _parse_composition(p.spec, name=p.name)
     except BaseException:
         if previous is None:
             del _METHODS[method.name]
@@ -330,16 +329,13 @@ def _stages() -> dict[str, tuple[StageTemplate, Method]]:
     return {t.name: (t, m) for m in _METHODS.values() for t in m.stages}
 
 
-def resolve_spec_template(spec: str, params: Any = None) -> str:
-    """``spec`` with every ``${section.key}`` replaced by that params value (default: ``params.yaml``)."""
+def resolve_spec_template(spec: str, params: Any) -> str:
+    """``spec`` with every ``${section.key}`` replaced by that value of ``params`` (the validated
+    ``params.yaml``: the caller loads it, the registry never reads the config)."""
     import re
 
     if "${" not in spec:
         return spec
-    if params is None:
-        from toolret.config import load_params
-
-        params = load_params()
 
     def value(match: re.Match) -> str:
         node = params
@@ -406,8 +402,6 @@ def load_plugins() -> None:
 
         for info in sorted(pkgutil.iter_modules(methods_pkg.__path__), key=lambda i: i.name):
             importlib.import_module(f"toolret.methods.{info.name}")
-        from toolret.config import read_params_file
-
         data, path = read_params_file()
         if isinstance(data.get("plugins"), list):  # another type: validation names the bad key
             import_plugins(data["plugins"], f"{path}: plugins")
@@ -427,8 +421,6 @@ def import_plugins(modules: str | list[str] | tuple[str, ...], source: str) -> N
         CatalogError: a module that cannot be found, naming it and ``source``.
     """
     import sys
-
-    from toolret.config import project_dir
 
     names = modules.split(",") if isinstance(modules, str) else list(modules)
     for name in (str(n).strip() for n in names):
@@ -469,10 +461,10 @@ def components(role: str | None = None) -> list[Component]:
     return [c for n, c in sorted(_components().items()) if role is None or c.role == role]
 
 
-def pipelines(params: Any = None) -> dict[str, tuple[PipelineSpec, str]]:
-    """Every named pipeline, templates resolved against ``params`` (default ``params.yaml``)."""
+def pipelines(params: Any) -> dict[str, tuple[PipelineSpec, str]]:
+    """Every named pipeline, templates resolved against ``params`` (the validated ``params.yaml``)."""
     load_plugins()
-    return {n: (parse_spec(n, params=params), p.description) for n, p in sorted(_pipelines().items())}
+    return {n: (parse_spec(n, params), p.description) for n, p in sorted(_pipelines().items())}
 
 
 def config_sections() -> dict[str, tuple[type, bool]]:
@@ -491,18 +483,26 @@ def available_methods() -> list[str]:
     return sorted(set(_pipelines()) | set(_components()))
 
 
-def parse_spec(spec: str, name: str | None = None, allow_named: bool = True, params: Any = None) -> PipelineSpec:
+def parse_spec(spec: str, params: Any, name: str | None = None) -> PipelineSpec:
     """``"reinvoke"`` (a registered pipeline), ``"bm25"`` (a retriever) or ``"a+b+c"`` (a composition).
-    ``params`` resolves a registered pipeline that names a component by a params key (default ``params.yaml``).
+    ``params`` (the validated ``params.yaml``, ``--set`` overrides included) resolves a registered pipeline
+    that names a component by a params key (:func:`resolve_spec_template`).
 
     Raises:
         CatalogError: an unknown name, or components in the wrong order / roles.
     """
     load_plugins()
     spec = spec.strip()
-    named = _pipelines().get(spec) if allow_named else None
+    named = _pipelines().get(spec)
     if named is not None:
-        return parse_spec(resolve_spec_template(named.spec, params), name=spec, allow_named=False)
+        return _parse_composition(resolve_spec_template(named.spec, params), name=spec)
+    return _parse_composition(spec, name)
+
+
+def _parse_composition(spec: str, name: str | None = None) -> PipelineSpec:
+    """``"a+b+c"`` (or one component) by component names: no registered pipeline name, no template."""
+    load_plugins()
+    spec = spec.strip()
     parts = [p.strip() for p in spec.split("+")]
     if not all(parts):
         raise CatalogError(f"pipeline {spec!r}: empty component name")
@@ -550,10 +550,8 @@ def load_component(path: str | Path) -> Any:
 
 def write_component_meta(path: Path, name: str, **extra: Any) -> None:
     """Write ``component.json`` (called by every component's ``save`` inside its atomic directory); paths
-    inside the project are stored project-relative (:func:`toolret.config.portable_path`)."""
+    inside the project are stored project-relative (:func:`toolret.paths.portable_path`)."""
     import json
-
-    from toolret.config import portable_path
 
     (path / COMPONENT_FILE).write_text(json.dumps(portable_path({"component": name, **extra}), indent=1, default=str),
                                        encoding="utf-8")

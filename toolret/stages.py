@@ -194,8 +194,8 @@ def registration_modules(template: StageTemplate) -> list[str]:
     return [__name__, "toolret.registry", stage_owner(template.name)]
 
 
-def stage_components(template: StageTemplate, params: Any = None) -> list[str]:
-    """Component names the stage's items build (pipelines expanded)."""
+def stage_components(template: StageTemplate, params: Any) -> list[str]:
+    """Component names the stage's items build (pipelines expanded against ``params``)."""
     from toolret.registry import parse_spec
 
     names = list(template.components)
@@ -211,7 +211,7 @@ def stage_components(template: StageTemplate, params: Any = None) -> list[str]:
     return out
 
 
-def code_deps(template: StageTemplate, params: Any = None) -> list[str]:
+def code_deps(template: StageTemplate, params: Any) -> list[str]:
     """Repository-relative source files the stage's command executes for its result (sorted): the entry
     function's imports (transitively), what importing the entry module and the stage's registration
     modules executes (module level), and the code of the components the stage builds (with the method
@@ -228,7 +228,7 @@ def code_deps(template: StageTemplate, params: Any = None) -> list[str]:
 def _dep_path(path: Path) -> str:
     """A code dep as ``dvc.yaml`` names it: relative to the repository (``toolret/...``), else to the project
     directory (a plugin kept there), else absolute."""
-    from toolret.config import project_dir
+    from toolret.paths import project_dir
 
     for base in (ROOT, project_dir().resolve()):
         if path.is_relative_to(base):

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from toolret.catalog.model import Catalog, Query, Tool
-from toolret.config import data_dir, load_params
+from toolret.config import load_params
 from toolret.llm.models import generator_artifact_dir, model_slug
+from toolret.paths import data_dir
 from toolret.registry import BuildContext, build_component
 
 

@@ -103,14 +103,17 @@ def _expected(catalog, k):
 
 
 def test_spec_roles_are_checked():
-    spec = parse_spec(SPEC)
+    from toolret.config import load_params
+
+    params = load_params()
+    spec = parse_spec(SPEC, params)
     assert (spec.rewriter, spec.retriever, spec.rerankers) == ("test-twice", "bm25", ("test-reverse",))
     with pytest.raises(CatalogError, match="rerankers"):
-        parse_spec("bm25+test-twice")
+        parse_spec("bm25+test-twice", params)
     with pytest.raises(CatalogError, match="retriever"):
-        parse_spec("test-twice+test-reverse")
+        parse_spec("test-twice+test-reverse", params)
     with pytest.raises(CatalogError, match="unknown component"):
-        parse_spec("bm25+nope")
+        parse_spec("bm25+nope", params)
 
 
 def test_composed_pipeline_ranks_as_composed_and_round_trips(fixture_catalog_dir, tmp_path):

@@ -134,7 +134,8 @@ def test_hybrid_ft_swaps_the_dense_side_for_the_training_catalogues_dense_ft(fix
     """``hybrid-ft``: the hybrid's sides and document variants, its dense side the dense-ft of the
     catalogue's ``trained_on`` training catalogue (built, not trained here)."""
     from toolret.catalog.registry import load_dataset
-    from toolret.config import data_dir, load_params
+    from toolret.config import load_params
+    from toolret.paths import data_dir
     from toolret.registry import BuildContext, build_component
     from toolret.retrieval.finetuned import FinetunedDenseRetriever
 

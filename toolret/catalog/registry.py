@@ -119,7 +119,7 @@ def load_dataset_for(name: str, params) -> Catalog:
     a curated catalogue directory, else ``data/curated/<name>`` where it is built (a synthetic training
     catalogue exists only there), else the named dataset loaded from the sources."""
     from toolret.catalog.io import load_catalog
-    from toolret.config import data_dir, project_dir
+    from toolret.paths import data_dir, project_dir
 
     if Path(name).is_dir():
         return load_catalog(name)

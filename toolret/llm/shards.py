@@ -55,8 +55,8 @@ def prompt_key(prompt: Prompt) -> str:
 
 def store_root(model: str, project: str | os.PathLike | None = None) -> Path:
     """``<project>/data/generations/<model slug>``: every committed shard of one generator."""
-    from toolret.config import project_dir
     from toolret.llm.models import model_slug
+    from toolret.paths import project_dir
 
     return Path(project or project_dir()) / GENERATIONS_DIR / model_slug(model)
 

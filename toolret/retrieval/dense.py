@@ -36,7 +36,8 @@ class DenseConfig(StrictModel):
         """The persistent :class:`EmbeddingStore` of this encoder (``None`` when switched off)."""
         if self.embedding_cache == "off":
             return None
-        from toolret.config import cache_home, under_project
+        from toolret.config import cache_home
+        from toolret.paths import under_project
         from toolret.retrieval.embedding_store import EmbeddingStore, encoder_fingerprint
 
         root = under_project(self.embedding_cache) if self.embedding_cache else cache_home() / "embeddings"

@@ -34,7 +34,7 @@ def resolve_encoder(name_or_path: str) -> Path:
         if spec is None or not spec.submodule_search_locations:
             raise CatalogError(f"encoder {name_or_path!r} needs the PyPI package {package.replace('_', '-')} (run `make setup`)")
         return Path(list(spec.submodule_search_locations)[0]) / sub
-    from toolret.config import project_path
+    from toolret.paths import project_path
 
     path = project_path(name_or_path)  # a saved pipeline names a project model folder project-relative
     if not path.is_dir():
@@ -86,7 +86,7 @@ def name_adapter_base(folder: Path, base: str) -> None:
     project-relative folder) instead of the absolute path peft records."""
     import json
 
-    from toolret.config import portable_path
+    from toolret.paths import portable_path
 
     path = Path(folder) / ADAPTER_CONFIG
     cfg = json.loads(path.read_text(encoding="utf-8"))

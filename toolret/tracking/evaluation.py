@@ -196,14 +196,16 @@ def stage_lineage(result_json: str | Path, project_dir: str | Path | None, lock:
 
 def method_sections(method: str) -> tuple[set[str], set[str]] | None:
     """``(sections the method's components read, sections any component reads)`` from the registry;
-    ``None`` for a name it cannot parse (then nothing is filtered).
+    ``None`` for a name it cannot parse (then nothing is filtered). A registered pipeline naming a component
+    by a params key is resolved against the project's ``params.yaml``.
 
     ``bm25`` -> ``({"bm25"}, {"bm25", "dense", ...})``; a grid row ``dense[baseline]`` is read as ``dense``.
     """
+    from toolret.config import load_params
     from toolret.registry import components, parse_spec
 
     try:
-        spec = parse_spec(re.sub(r"\[.*\]$", "", method))
+        spec = parse_spec(re.sub(r"\[.*\]$", "", method), load_params())
         own = set(spec.sections())
     except Exception:  # an unregistered name (a user's own result): keep what the stages declared
         return None

@@ -66,8 +66,10 @@ def test_registration_is_cheap_and_names_the_pipelines():
     import sys
 
     code = ("import sys, toolret.methods.qta; from toolret.registry import parse_spec, component; "
+            "from toolret.config import load_params; "
             "assert not {'torch', 'trl', 'peft', 'transformers'} & set(sys.modules), 'heavy import'; "
-            "assert parse_spec('qta').components == ['qta-rewriter', 'dense']; "
-            "assert parse_spec('qta-zs').components == ['qta-base', 'dense']; "
+            "params = load_params(); "
+            "assert parse_spec('qta', params).components == ['qta-rewriter', 'dense']; "
+            "assert parse_spec('qta-zs', params).components == ['qta-base', 'dense']; "
             "assert component('qta-rewriter').trains and component('qta-base').trains")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -89,8 +89,9 @@ def _cli(proj, *args: str) -> int:
 def _write_artifacts(tmp_path, catalog, fake_generator_cls, bow_encoder):
     """The fit / rewrite stages' artifacts under ``data/reinvoke/<ds>`` (fake LLMs; the synthetic queries
     through the index component's own ``fit``, which adds round-trip consistency to their meta)."""
-    from toolret.config import data_dir, load_params
+    from toolret.config import load_params
     from toolret.methods.reinvoke.components import ReInvokeIndex
+    from toolret.paths import data_dir
 
     cfg = load_params().reinvoke.component_config()
     qgen_llm, intent_llm, hyde_llm = _fake_llms(cfg, tmp_path, fake_generator_cls)
@@ -103,7 +104,7 @@ def _write_artifacts(tmp_path, catalog, fake_generator_cls, bow_encoder):
 
 def _index_and_evaluate(proj, curated, catalog, method: str) -> dict:
     """``toolret index`` + ``toolret evaluate-index`` (the DVC stages): the saved pipeline, evaluated."""
-    from toolret.config import data_dir
+    from toolret.paths import data_dir
 
     index_dir = data_dir() / "indexes" / catalog.name / method
     runs = data_dir() / "runs" / catalog.name / method
@@ -115,7 +116,7 @@ def _index_and_evaluate(proj, curated, catalog, method: str) -> dict:
 
 
 def test_artifacts_and_pipelines_evaluated_through_the_cli(tmp_path, project, fake_generator_cls, bow_encoder):
-    from toolret.config import data_dir
+    from toolret.paths import data_dir
 
     proj, catalog, curated = project
     assert data_dir() == proj / "data"
@@ -150,7 +151,7 @@ def test_artifacts_and_pipelines_evaluated_through_the_cli(tmp_path, project, fa
 
 
 def test_ablation_grid_and_report(tmp_path, project, fake_generator_cls, bow_encoder, capsys):
-    from toolret.config import data_dir
+    from toolret.paths import data_dir
 
     proj, catalog, curated = project
     _, _, synth, _, _ = _write_artifacts(tmp_path, catalog, fake_generator_cls, bow_encoder)
@@ -203,19 +204,19 @@ def test_registry_pipelines_and_cheap_import(project):
     from toolret.registry import parse_spec, pipelines
     from toolret.retrieval.dense import DenseRetriever
 
-    assert {"reinvoke", "reinvoke-bm25", "hyde"} <= set(pipelines())
-    spec = parse_spec("reinvoke")
+    params = load_params()
+    assert {"reinvoke", "reinvoke-bm25", "hyde"} <= set(pipelines(params))
+    spec = parse_spec("reinvoke", params)
     assert spec.components == ["reinvoke-intents", "reinvoke-qgen"] and spec.label == "reinvoke"
-    assert parse_spec("reinvoke-bm25").components == ["reinvoke-intents", "reinvoke-qgen-bm25"]
-    spec = parse_spec("reinvoke-intents+bm25")
+    assert parse_spec("reinvoke-bm25", params).components == ["reinvoke-intents", "reinvoke-qgen-bm25"]
+    spec = parse_spec("reinvoke-intents+bm25", params)
     assert (spec.rewriter, spec.retriever, spec.rerankers) == ("reinvoke-intents", "bm25", ())
     with pytest.raises(CatalogError):
-        parse_spec("bm25+reinvoke-intents")  # a rewriter after the retriever
+        parse_spec("bm25+reinvoke-intents", params)  # a rewriter after the retriever
     with pytest.raises(CatalogError):
-        parse_spec("reinvoke-intents+hyde-docs")  # two rewriters, no retriever
+        parse_spec("reinvoke-intents+hyde-docs", params)  # two rewriters, no retriever
 
     _, catalog, _ = project
-    params = load_params()
     p = build_pipeline("reinvoke-bm25", catalog, params)
     assert p.name == "reinvoke-bm25" and isinstance(p.rewriter, IntentRewriter)
     assert isinstance(p.retriever, ReInvokeIndex) and p.retriever.backbone == "bm25"

@@ -59,7 +59,8 @@ def test_a_damaged_artifact_is_a_clear_error_naming_the_file(tmp_path):
 def test_params_reject_a_candidate_depth_below_the_grid():
     import pytest
 
-    from toolret.config import ConfigError, validate_params
+    from toolret.config import validate_params
+    from toolret.paths import ConfigError
 
     assert validate_params({"toolrerank": {"candidates": 50}}).toolrerank.candidates == 50
     with pytest.raises(ConfigError, match="candidates"):

@@ -50,7 +50,7 @@ def _dense_ft(ctx: BuildContext):
     """``ctx.model`` (default ``data/models/<training dataset>/dense-ft``, the training dataset being
     ``params.trained_on[dataset]`` or the dataset) is the fine-tune artifact folder; ``fit`` trains it on the
     training dataset's train split when absent and never modifies it when present."""
-    from toolret.config import data_dir
+    from toolret.paths import data_dir
     from toolret.retrieval.finetuned import FinetunedDenseRetriever
 
     folder = Path(ctx.model) if ctx.model else data_dir() / "models" / Path(ctx.training_name).name / "dense-ft"

@@ -27,8 +27,8 @@ import numpy as np
 
 from toolret.atomic import atomic_directory
 from toolret.catalog.model import Catalog, CatalogError
-from toolret.config import portable_path
 from toolret.methods.colt.config import ColtConfig
+from toolret.paths import portable_path
 from toolret.retrieval.base import Ranking
 from toolret.retrieval.dense import DenseConfig, DenseRetriever
 

@@ -66,7 +66,7 @@ def run_section(runs: Path, run: str, artifacts: Path, models: Path) -> tuple[li
 
 def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, notes: str | None = None) -> Path:
     """``datasets``: the run keys (``qta.runs`` keys, e.g. ``mtrb-restbench-fold0of9``) to report."""
-    from toolret.config import data_dir
+    from toolret.paths import data_dir
 
     section = params.qta
     papers = paper_numbers(params, "qta")

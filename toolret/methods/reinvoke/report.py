@@ -116,7 +116,7 @@ def dataset_section(runs: Path, ds: str, kind: str | None, artifacts: Path, n: i
 
 def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, notes: str | None = None) -> Path:
     """Write the tables + JSON; text after :data:`toolret.report_file.NOTES_MARKER` in an existing ``out`` is kept."""
-    from toolret.config import data_dir
+    from toolret.paths import data_dir
 
     sections, data = [], {}
     section = params.reinvoke

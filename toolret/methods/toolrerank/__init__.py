@@ -36,7 +36,7 @@ RERANK_M = (10, 30, 50)
 def artifact_dir(ctx: BuildContext) -> Path:
     """``--model`` if given, else ``data/models/<toolrerank.train_dataset>/toolrerank`` (the catalogue's
     own name when no training dataset is configured)."""
-    from toolret.config import data_dir
+    from toolret.paths import data_dir
 
     if ctx.model:
         return Path(ctx.model)

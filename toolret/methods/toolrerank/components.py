@@ -273,7 +273,7 @@ class ToolRerankReranker:
 
         path = Path(path)
         meta = json.loads((path / COMPONENT_FILE).read_text(encoding="utf-8"))
-        from toolret.config import project_path
+        from toolret.paths import project_path
 
         r = cls(ToolRerankConfig.model_validate(meta["config"]), project_path(meta["artifact"]), plain_m=meta.get("plain_m"),
                 dense_config=DenseConfig.model_validate(meta["dense"]), oracle=meta.get("oracle"))

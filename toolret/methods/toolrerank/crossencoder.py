@@ -205,7 +205,8 @@ class CrossEncoderScorer:
     @property
     def store(self):
         if self._store is None and self.cache != "off":
-            from toolret.config import cache_home, under_project
+            from toolret.config import cache_home
+            from toolret.paths import under_project
             from toolret.retrieval.embedding_store import EmbeddingStore
 
             root = under_project(self.cache) if self.cache else cache_home() / "ce_scores"

@@ -104,9 +104,9 @@ def _main_table(data: dict[str, Any], columns: dict[str, str], paper: dict[str, 
 
 def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, notes: str | None = None) -> Path:
     from toolret.catalog.registry import load_dataset
-    from toolret.config import data_dir, project_dir
     from toolret.methods.toolrerank.classifier import QueryTypeClassifier
     from toolret.methods.toolrerank.training import artifact_complete, read_report, read_seen
+    from toolret.paths import data_dir, project_dir
 
     section = params.toolrerank
     train_name = Path(section.train_dataset or "").name

@@ -1,0 +1,96 @@
+"""The project's paths and its raw ``params.yaml``: the helpers both :mod:`toolret.config` and
+:mod:`toolret.registry` read, in a module that imports neither (no import cycle between them:
+``tests/test_import_graph.py``).
+
+The project root is ``$TOOLRET_PROJECT_DIR``, else the current directory if it holds a ``params.yaml``,
+else the repository this package lives in (:func:`project_dir`); its artifacts live under ``data/``
+(:func:`data_dir`). Saved components store the paths inside the project project-relative
+(:func:`portable_path`; :func:`project_path` resolves them back), so a copied or re-cloned ``data/`` loads.
+
+:func:`read_params_file` reads ``params.yaml`` unvalidated (the registry reads its ``plugins:`` list before
+any validation); :func:`toolret.config.load_params` validates it. Both raise :class:`ConfigError`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from toolret.catalog.model import CatalogError
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+
+
+class ConfigError(CatalogError):
+    """A parameter file (or override) that does not validate; the message names the key and the file."""
+
+
+def project_dir() -> Path:
+    """The project root: ``$TOOLRET_PROJECT_DIR``, else the current directory if it holds a
+    ``params.yaml``, else the repository this package lives in."""
+    env = os.environ.get("TOOLRET_PROJECT_DIR")
+    if env:
+        return Path(env).resolve()
+    cwd = Path.cwd()
+    return cwd if (cwd / "params.yaml").is_file() else PACKAGE_ROOT
+
+
+def data_dir() -> Path:
+    return project_dir() / "data"
+
+
+def read_params_file(path: str | Path | None = None) -> tuple[dict[str, Any], Path]:
+    """The raw mapping of ``params.yaml`` (default: the project's; ``{}`` if absent) and its path."""
+    import yaml
+
+    path = Path(path) if path else project_dir() / "params.yaml"
+    if not path.is_file():
+        return {}, path
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    return data, path
+
+
+def under_project(path: str | os.PathLike) -> Path:
+    """A path to write to (a cache that may not exist yet): as given when absolute, else relative to the
+    project directory -- never the working directory (saved components store project-relative paths,
+    :func:`portable_path`; :func:`project_path` reads existing ones)."""
+    path = Path(path)
+    return path if path.is_absolute() else (project_dir() / path).resolve()
+
+
+def portable_path(value: Any) -> Any:
+    """``value`` with absolute paths inside the project made project-relative (recursively through dicts
+    and lists): a saved pipeline keeps working when ``data/`` is copied or the repository re-cloned."""
+    if isinstance(value, dict):
+        return {k: portable_path(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [portable_path(v) for v in value]
+    if isinstance(value, Path):
+        value = str(value)
+    if isinstance(value, str) and value.startswith(os.sep):
+        root = project_dir()
+        try:
+            return Path(os.path.normpath(value)).relative_to(root).as_posix()
+        except ValueError:
+            return value
+    return value
+
+
+def project_path(value: str | os.PathLike) -> Path:
+    """A path as written by :func:`portable_path`: absolute as is, relative to the project when it exists
+    there (else relative to the working directory)."""
+    path = Path(value)
+    if path.is_absolute():
+        return path
+    inside = project_dir() / path
+    return inside if inside.exists() else path
+
+
+__all__ = ["PACKAGE_ROOT", "ConfigError", "data_dir", "portable_path", "project_dir", "project_path",
+           "read_params_file", "under_project"]
