@@ -38,31 +38,35 @@ HEADER = """\
 """
 
 
-def index_and_evaluate(method: str, *, foreach: str, names: tuple[str, str], orders: tuple[int, int],
-                       index_desc: str, evaluate_desc: str, options: str = "", deps: tuple[str, ...] = (),
+def index_and_evaluate(method: str, *, names: tuple[str, str], orders: tuple[int, int], index_desc: str,
+                       evaluate_desc: str, foreach: str | None = None, matrix: dict[str, Any] | None = None,
+                       components_param: str | None = None, options: str = "", deps: tuple[str, ...] = (),
                        params: tuple[str, ...] = (), dataset: str = "${item}") -> tuple[StageTemplate, StageTemplate]:
-    """The two stages that save a method's pipeline on each dataset of ``foreach`` and evaluate it on the test
-    split: ``toolret index --method <method><options>`` into ``data/indexes/<ds>/<method>`` (``deps``: the
-    trained artifacts it reads; ``params``: the sections it reads), then ``toolret evaluate-index`` into
-    ``data/runs/<ds>/<method>``. ``names`` / ``orders``: the (index, evaluate) stage names and orders;
-    ``dataset``: the evaluated dataset's variable (``${key}`` when ``foreach`` is a mapping whose values name
-    something else, e.g. the training catalogue of ``trained_on``). The templates name this module as the one
-    that wrote them (a code dep of the stages), not the method listing them."""
+    """The two stages that save a method's pipeline on each dataset of ``foreach`` (or each cell of
+    ``matrix``) and evaluate it on the test split: ``toolret index --method <method><options>`` into
+    ``data/indexes/<ds>/<method>`` (``deps``: the trained artifacts it reads; ``params``: the sections it
+    reads), then ``toolret evaluate-index`` into ``data/runs/<ds>/<method>``. ``names`` / ``orders``: the
+    (index, evaluate) stage names and orders; ``dataset`` / ``method``: the evaluated dataset's and the
+    method's variables (``${key}`` when ``foreach`` is a mapping whose values name something else, e.g. the
+    training catalogue of ``trained_on``; ``${item.method}`` in a matrix, whose components are then the
+    params list ``components_param``). The templates name this module as the one that wrote them (a code dep
+    of the stages), not the method listing them."""
     index = f"data/indexes/{dataset}/{method}"
+    components = () if components_param else (method,)
+    loop = {"foreach": foreach, "matrix": matrix, "components_param": components_param}
     return (StageTemplate(
-        name=names[0], order=orders[0], foreach=foreach, desc=index_desc,
+        name=names[0], order=orders[0], desc=index_desc, **loop,
         cmd=f"toolret index --catalog data/curated/{dataset} --method {method}{options} --out {index}",
-        entry="toolret.cli:cmd_index", components=(method,),
+        entry="toolret.cli:cmd_index", components=components,
         deps=(f"data/curated/{dataset}", *deps), params=params, outs=(index,), module=__name__,
     ), StageTemplate(
-        name=names[1], order=orders[1], foreach=foreach, desc=evaluate_desc,
+        name=names[1], order=orders[1], desc=evaluate_desc, **loop,
         cmd=f"toolret evaluate-index --catalog data/curated/{dataset} --index {index} "
             f"--out data/runs/{dataset}/{method}",
-        entry="toolret.cli:cmd_evaluate_index", components=(method,),
+        entry="toolret.cli:cmd_evaluate_index", components=components,
         deps=(f"data/curated/{dataset}", index), params=("evaluation",), outs=(f"data/runs/{dataset}/{method}",),
         module=__name__,
     ))
-
 
 
 def ablation_grid(method: str, *, grid: str, order: int, desc: str, components: tuple[str, ...],

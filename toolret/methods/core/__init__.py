@@ -57,24 +57,13 @@ METHOD = register_method(Method(
             entry="toolret.cli:cmd_catalog_synthesize", deps=("data/curated/${item.source}", "data/generations"),
             params=("synthetic",), outs=("data/curated/${key}",),
         ),
-        StageTemplate(
-            name="index", order=50, matrix={"dataset": "${datasets}", "method": "${methods}"},
-            desc="Saved pipeline (index) of one method for every document variant of the catalog",
-            cmd="toolret index --catalog data/curated/${item.dataset} --method ${item.method} "
-                "--out data/indexes/${item.dataset}/${item.method}",
-            entry="toolret.cli:cmd_index", components_param="methods",
-            deps=("data/curated/${item.dataset}",), params=("bm25", "dense", "hybrid"),
-            outs=("data/indexes/${item.dataset}/${item.method}",),
-        ),
-        StageTemplate(
-            name="evaluate", order=60, matrix={"dataset": "${datasets}", "method": "${methods}"},
-            desc="Evaluation on the test split: metrics, bootstrap CIs and per-query table per document variant",
-            cmd="toolret evaluate-index --catalog data/curated/${item.dataset} "
-                "--index data/indexes/${item.dataset}/${item.method} --out data/runs/${item.dataset}/${item.method}",
-            entry="toolret.cli:cmd_evaluate_index", components_param="methods",
-            deps=("data/curated/${item.dataset}", "data/indexes/${item.dataset}/${item.method}"),
-            params=("evaluation",),
-            outs=("data/runs/${item.dataset}/${item.method}",),
+        *index_and_evaluate(
+            "${item.method}", matrix={"dataset": "${datasets}", "method": "${methods}"}, dataset="${item.dataset}",
+            components_param="methods", names=("index", "evaluate"), orders=(50, 60),
+            index_desc="Saved pipeline (index) of one method for every document variant of the catalog",
+            evaluate_desc="Evaluation on the test split: metrics, bootstrap CIs and per-query table per document "
+                          "variant",
+            params=("bm25", "dense", "hybrid"),
         ),
         *index_and_evaluate(
             "dense-ft", foreach="${trained_on}", dataset="${key}", names=("index_ft", "evaluate_ft"), orders=(51, 61),
