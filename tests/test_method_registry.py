@@ -145,3 +145,17 @@ def test_reranker_separation_is_toolrerank_s_command_not_the_core_cli() -> None:
     assert (args.artifact, args.queries, args.seed) == ("a", 200, 99)
     cli = (Path(toolret.methods.__path__[0]).parent / "cli.py").read_text(encoding="utf-8")
     assert "toolrerank" not in cli.lower() and "reranker-separation" not in cli
+
+
+def test_loads_reads_a_saved_component_through_its_class_imported_on_first_use(tmp_path):
+    from toolret.registry import component, loads
+    from toolret.retrieval.bm25 import BM25Retriever
+
+    r = BM25Retriever()
+    r.index(["a", "b"], ["weather forecast", "movie search"])
+    r.save(tmp_path / "bm25")
+    back = loads("toolret.retrieval.bm25:BM25Retriever")(tmp_path / "bm25")
+    assert isinstance(back, BM25Retriever) and back.search(["weather"], 1).ranked_ids(0) == ["a"]
+    assert component("bm25").load(tmp_path / "bm25").search(["movie"], 1).ranked_ids(0) == ["b"]
+    with pytest.raises(ValueError, match="module:Class"):
+        loads("toolret.retrieval.bm25.BM25Retriever")

@@ -355,6 +355,20 @@ def stage_owner(name: str) -> str:
     return template.module or method.module
 
 
+def loads(target: str) -> Callable[[Path], Any]:
+    """A :attr:`Component.load` for ``"module:Class"``: ``path -> Class.load(path)``, the module imported only
+    when a saved component is loaded (registration stays cheap)."""
+    module, _, name = target.partition(":")
+    if not module or not name:
+        raise ValueError(f"loads({target!r}): expected 'module:Class'")
+
+    def load(path: Path) -> Any:
+        return getattr(importlib.import_module(module), name).load(path)
+
+    load.__qualname__ = f"loads({target!r})"
+    return load
+
+
 def _target(kind: str, name: str, target: str | None, known: list[str]):
     if not target:
         raise CatalogError(f"no {kind} {name!r}; known: {known}")

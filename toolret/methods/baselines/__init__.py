@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from toolret.registry import BuildContext, Component, Method, Section, StageTemplate, in_git, register_method
+from toolret.registry import BuildContext, Component, Method, Section, StageTemplate, in_git, loads, register_method
 from toolret.retrieval.bm25 import BM25Config
 from toolret.retrieval.dense import DenseConfig
 from toolret.retrieval.finetune import FinetuneConfig
@@ -27,23 +27,11 @@ def _bm25(ctx: BuildContext):
     return BM25Retriever(ctx.params.bm25)
 
 
-def _load_bm25(path: Path):
-    from toolret.retrieval.bm25 import BM25Retriever
-
-    return BM25Retriever.load(path)
-
-
 def _dense(ctx: BuildContext):
     from toolret.retrieval.dense import DenseRetriever
 
     config = ctx.params.dense if ctx.model is None else ctx.params.dense.replace(model=ctx.model)
     return DenseRetriever(config)
-
-
-def _load_dense(path: Path):
-    from toolret.retrieval.dense import DenseRetriever
-
-    return DenseRetriever.load(path)
 
 
 def _dense_ft(ctx: BuildContext):
@@ -62,12 +50,6 @@ def _dense_ft(ctx: BuildContext):
             return load_dataset_for(ctx.training_name, ctx.params)
     return FinetunedDenseRetriever(folder, ctx.params.finetune.resolved(ctx.params.dense), ctx.params.dense,
                                    training_catalog=training)
-
-
-def _load_dense_ft(path: Path):
-    from toolret.retrieval.dense import DenseRetriever
-
-    return DenseRetriever.load(path)  # its config names the fine-tuned model folder
 
 
 def _hybrid(ctx: BuildContext, fine_tuned: bool = False):
@@ -90,12 +72,6 @@ def _hybrid(ctx: BuildContext, fine_tuned: bool = False):
                            dev_catalog=dev_catalog)
 
 
-def _load_hybrid(path: Path):
-    from toolret.retrieval.hybrid import HybridRetriever
-
-    return HybridRetriever.load(path)
-
-
 def _hybrid_docs(params) -> tuple[str, ...]:
     return tuple(s.docs for s in params.hybrid.sides if s.docs)
 
@@ -106,15 +82,15 @@ METHOD = register_method(Method(
     sections=(Section("bm25", BM25Config), Section("dense", DenseConfig), Section("finetune", FinetuneConfig),
               Section("hybrid", HybridConfig)),
     components=(
-        Component("bm25", "retriever", _bm25, _load_bm25, ("bm25",), "BM25 (bm25s, Lucene variant, k1=1.2, b=0.75)"),
-        Component("dense", "retriever", _dense, _load_dense, ("dense",),
+        Component("bm25", "retriever", _bm25, loads("toolret.retrieval.bm25:BM25Retriever"), ("bm25",), "BM25 (bm25s, Lucene variant, k1=1.2, b=0.75)"),
+        Component("dense", "retriever", _dense, loads("toolret.retrieval.dense:DenseRetriever"), ("dense",),
                   "zero-shot bi-encoder (all-MiniLM-L6-v2) over a faiss inner-product index"),
-        Component("dense-ft", "retriever", _dense_ft, _load_dense_ft, ("dense", "finetune"),
+        Component("dense-ft", "retriever", _dense_ft, loads("toolret.retrieval.dense:DenseRetriever"), ("dense", "finetune"),
                   "the dense encoder fine-tuned on the train split (in-batch negatives, dev-selected)", trains=True),
-        Component("hybrid", "retriever", _hybrid, _load_hybrid, ("hybrid", "bm25", "dense", "finetune"),
+        Component("hybrid", "retriever", _hybrid, loads("toolret.retrieval.hybrid:HybridRetriever"), ("hybrid", "bm25", "dense", "finetune"),
                   "two retrievers fused (default bm25 on the evaluated docs + dense on cleaned docs, reciprocal-rank "
                   "fusion; the weight selected on dev where there is one)", reads_docs=_hybrid_docs),
-        Component("hybrid-ft", "retriever", lambda ctx: _hybrid(ctx, fine_tuned=True), _load_hybrid,
+        Component("hybrid-ft", "retriever", lambda ctx: _hybrid(ctx, fine_tuned=True), loads("toolret.retrieval.hybrid:HybridRetriever"),
                   ("hybrid", "bm25", "dense", "finetune"),
                   "hybrid with its dense side fine-tuned: dense-ft of the dataset's training catalogue (trained_on)",
                   trains=True, reads_docs=_hybrid_docs),

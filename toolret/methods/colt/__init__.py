@@ -20,7 +20,7 @@ from pathlib import Path
 
 from toolret.methods.colt.config import ColtSection
 from toolret.registry import (BuildContext, Component, Method, NamedPipeline, Section, StageTemplate, in_git,
-                              register_method)
+                              loads, register_method)
 from toolret.stages import ablation_grid, index_and_evaluate
 
 
@@ -51,19 +51,13 @@ def _colt(ctx: BuildContext):
     return ColtRetriever(cfg, semantic_encoder(ctx, cfg.encoder), artifact)
 
 
-def _load_colt(path: Path):
-    from toolret.methods.colt.components import ColtRetriever
-
-    return ColtRetriever.load(path)
-
-
 _MODEL = "data/models/${item}/colt"
 
 METHOD = register_method(Method(
     name="colt",
     description="COLT: completeness-oriented tool retrieval (dense-ft + dual-view LightGCN)",
     sections=(Section("colt", ColtSection, staged=True),),
-    components=(Component("colt", "retriever", _colt, _load_colt, ("colt", "dense", "finetune"),
+    components=(Component("colt", "retriever", _colt, loads("toolret.methods.colt.components:ColtRetriever"), ("colt", "dense", "finetune"),
                           "COLT: dense-ft + dual-view LightGCN collaborative learning (query-tool, query-scene, "
                           "scene-tool graphs from the train split), dev-selected", trains=True),),
     pipelines=(NamedPipeline("colt", "colt", "COLT (semantic stage colt.encoder, default dense-ft, + collaborative "

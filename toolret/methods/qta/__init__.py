@@ -21,7 +21,7 @@ from pathlib import Path
 
 from toolret.methods.qta.config import QTASection
 from toolret.registry import (BuildContext, Component, Method, NamedPipeline, Section, StageTemplate, in_git,
-                              register_method)
+                              loads, register_method)
 
 ARTIFACTS = "qta"  # data/qta/<catalogue>/preferences.jsonl; adapters in data/models/<catalogue>/qta/m<m>
 
@@ -51,12 +51,6 @@ def _build(trained: bool):
     return build
 
 
-def _load(path: Path):
-    from toolret.methods.qta.components import QTARewriter
-
-    return QTARewriter.load(path)
-
-
 _RUN = "--catalog data/curated/${item.dataset} --set catalog.folds=${item.folds} --set catalog.fold=${item.fold}"
 
 METHOD = register_method(Method(
@@ -64,9 +58,9 @@ METHOD = register_method(Method(
     description="QTA: query-tool alignment, an LLM query rewriter trained by DPO + LoRA",
     sections=(Section("qta", QTASection),),
     components=(
-        Component("qta-rewriter", "rewriter", _build(True), _load, ("qta", "dense"),
+        Component("qta-rewriter", "rewriter", _build(True), loads("toolret.methods.qta.components:QTARewriter"), ("qta", "dense"),
                   "QTA: LLM query rewriter trained by DPO + LoRA from the frozen retriever's gold ranks", trains=True),
-        Component("qta-base", "rewriter", _build(False), _load, ("qta", "dense"),
+        Component("qta-base", "rewriter", _build(False), loads("toolret.methods.qta.components:QTARewriter"), ("qta", "dense"),
                   "QTA's prompt on the untrained LLM (zero-shot); its fit samples the DPO preference data",
                   trains=True),
     ),

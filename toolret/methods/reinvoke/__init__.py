@@ -20,7 +20,7 @@ from pathlib import Path
 
 from toolret.methods.reinvoke.config import ReInvokeSection
 from toolret.registry import (BuildContext, Component, Method, NamedPipeline, Section, StageTemplate, in_git,
-                              register_method)
+                              loads, register_method)
 from toolret.stages import ablation_grid
 
 ARTIFACTS = "reinvoke"  # data/reinvoke/<dataset>/{synthetic_queries,intents,hyde}.jsonl
@@ -51,12 +51,6 @@ def _index(backbone: str):
     return build
 
 
-def _load_index(path: Path):
-    from toolret.methods.reinvoke.components import ReInvokeIndex
-
-    return ReInvokeIndex.load(path)
-
-
 def _rewriter(kind: str):
     def build(ctx: BuildContext):
         from toolret.methods.reinvoke.artifacts import load_artifact
@@ -69,15 +63,6 @@ def _rewriter(kind: str):
         return cls(cfg, llm=LazyLLM(cfg), outputs=stored)
 
     return build
-
-
-def _load_rewriter(kind: str):
-    def load(path: Path):
-        from toolret.methods.reinvoke.components import HydeRewriter, IntentRewriter
-
-        return (IntentRewriter if kind == "intents" else HydeRewriter).load(path)
-
-    return load
 
 
 PIPELINES = ("reinvoke", "reinvoke-bm25", "hyde")
@@ -102,13 +87,13 @@ METHOD = register_method(Method(
     description="Re-Invoke: LLM query generation, intent extraction and multi-view ranking; the HyDE baseline",
     sections=(Section("reinvoke", ReInvokeSection, staged=True),),
     components=(
-        Component("reinvoke-qgen", "retriever", _index("dense"), _load_index, ("reinvoke", "dense"),
+        Component("reinvoke-qgen", "retriever", _index("dense"), loads("toolret.methods.reinvoke.components:ReInvokeIndex"), ("reinvoke", "dense"),
                   "tool documents expanded with LLM-written synthetic queries (dense backbone)"),
-        Component("reinvoke-qgen-bm25", "retriever", _index("bm25"), _load_index, ("reinvoke", "bm25"),
+        Component("reinvoke-qgen-bm25", "retriever", _index("bm25"), loads("toolret.methods.reinvoke.components:ReInvokeIndex"), ("reinvoke", "bm25"),
                   "tool documents expanded with LLM-written synthetic queries (BM25 backbone)"),
-        Component("reinvoke-intents", "rewriter", _rewriter("intents"), _load_rewriter("intents"), ("reinvoke",),
+        Component("reinvoke-intents", "rewriter", _rewriter("intents"), loads("toolret.methods.reinvoke.components:IntentRewriter"), ("reinvoke",),
                   "LLM intent extraction; intents merged by multi-view ranking"),
-        Component("hyde-docs", "rewriter", _rewriter("hyde"), _load_rewriter("hyde"), ("reinvoke",),
+        Component("hyde-docs", "rewriter", _rewriter("hyde"), loads("toolret.methods.reinvoke.components:HydeRewriter"), ("reinvoke",),
                   "HyDE: an LLM-written hypothetical tool document per query"),
     ),
     pipelines=(

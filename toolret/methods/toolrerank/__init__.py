@@ -27,7 +27,7 @@ from pathlib import Path
 
 from toolret.methods.toolrerank.config import ToolRerankSection, TrainingConfig
 from toolret.registry import (BuildContext, CliCommand, Component, Method, NamedPipeline, Section, StageTemplate,
-                              in_git, register_method)
+                              in_git, loads, register_method)
 from toolret.stages import ablation_grid, index_and_evaluate
 
 RERANK_M = (10, 30, 50)
@@ -81,12 +81,6 @@ def _build(plain_m: int | None):
     return build
 
 
-def _load(path: Path):
-    from toolret.methods.toolrerank.components import ToolRerankReranker
-
-    return ToolRerankReranker.load(path)
-
-
 def _train_dataset(params) -> str | None:
     return params.toolrerank.train_dataset
 
@@ -107,10 +101,10 @@ METHOD = register_method(Method(
     description="ToolRerank: adaptive truncation + trained cross-encoder + hierarchy-aware reranking; Rerank-m",
     sections=(Section("toolrerank", ToolRerankSection, staged=True),),
     components=(
-        Component("toolrerank-ce", "reranker", _build(None), _load, ("toolrerank", "dense"),
+        Component("toolrerank-ce", "reranker", _build(None), loads("toolret.methods.toolrerank.components:ToolRerankReranker"), ("toolrerank", "dense"),
                   "ToolRerank: adaptive truncation + trained cross-encoder + hierarchy-aware reranking",
                   trains=True, train_dataset=_train_dataset),
-        *(Component(f"ce-top{m}", "reranker", _build(m), _load, ("toolrerank", "dense"),
+        *(Component(f"ce-top{m}", "reranker", _build(m), loads("toolret.methods.toolrerank.components:ToolRerankReranker"), ("toolrerank", "dense"),
                     f"Rerank-{m}: the ToolRerank cross-encoder over the first stage's top {m}",
                     trains=True, train_dataset=_train_dataset) for m in RERANK_M),
     ),

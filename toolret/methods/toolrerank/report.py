@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from toolret.grid_report import format_p, paired, paper_numbers, per_query, read_variants, write_report_file
+from toolret.grid_report import (format_p, markdown_table, paired, paper_numbers, per_query, read_variants,
+                                 write_report_file)
 
 MAIN_ROWS = [("bm25", "BM25"), ("dense", "dense (MiniLM zero-shot)"), ("hybrid", "hybrid (BM25 + dense)"),
              ("first_stage", "first stage (toolrerank.first_stage)"), ("rerank-10", "Rerank-10"),
@@ -33,6 +34,8 @@ MAIN_ROWS = [("bm25", "BM25"), ("dense", "dense (MiniLM zero-shot)"), ("hybrid",
 # the target: ToolRerank above the best untrained retriever and the best Rerank-m (rows absent from a grid are skipped)
 BASELINES = ("bm25", "dense", "hybrid", "rerank-10", "rerank-30", "rerank-50")
 ABLATIONS = [("toolrerank_paper", "reranked order alone (ce_weight 1.0, the paper)"),
+             ("intent_views", "cross-encoder scores the query's Re-Invoke intents (max over query + intents)"),
+             ("rerank-10_intent_views", "Rerank-10 over the query's intents (vs Rerank-10)"),
              ("out_of_domain", "cross-encoder trained on ToolLens (out of domain)"), ("hier_none", "hierarchy: none (truncation + cross-encoder)"), ("hier_single", "hierarchy: Alg. 1 for all"),
              ("hier_multi", "hierarchy: Alg. 2 for all"), ("hier_oracle", "hierarchy: oracle query type"),
              ("ext_none", "extended list: off"), ("ext_both", "extended list: seen and unseen tools"),
@@ -87,19 +90,15 @@ def dataset_data(runs: Path, ds: str, catalog, seen, classifier) -> dict[str, An
 
 
 def _main_table(data: dict[str, Any], columns: dict[str, str], paper: dict[str, dict[str, Any]]) -> list[str]:
-    dss = list(data)
-    head = "| method | " + " | ".join(f"{ds} ({columns.get(ds, '-')}) N@5 / R@5" for ds in dss) + " |"
-    lines = [head, "|---|" + "---|" * len(dss)]
-    for row, label in MAIN_ROWS:
-        cells = []
-        for ds in dss:
-            r = data[ds]["rows"].get(row)
-            cell = f"{100 * r['metrics']['ndcg@5']:.1f} / {100 * r['metrics']['recall@5']:.1f}" if r else "-"
-            col = paper.get(columns.get(ds, ""), {})
-            pn, pr = col.get(f"{row}.ndcg@5"), col.get(f"{row}.recall@5")
-            cells.append(cell + (f" (paper {pn:.1f} / {pr:.1f})" if pn is not None and pr is not None else ""))
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return lines
+    def cell(ds: str, row: str) -> str:
+        r = data[ds]["rows"].get(row)
+        out = f"{100 * r['metrics']['ndcg@5']:.1f} / {100 * r['metrics']['recall@5']:.1f}" if r else "-"
+        col = paper.get(columns.get(ds, ""), {})
+        pn, pr = col.get(f"{row}.ndcg@5"), col.get(f"{row}.recall@5")
+        return out + (f" (paper {pn:.1f} / {pr:.1f})" if pn is not None and pr is not None else "")
+
+    return markdown_table(["method", *(f"{ds} ({columns.get(ds, '-')}) N@5 / R@5" for ds in data)],
+                          ([label, *(cell(ds, row) for ds in data)] for row, label in MAIN_ROWS))
 
 
 def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, notes: str | None = None) -> Path:
@@ -133,53 +132,45 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, note
              f"{art['n_dev_queries']} dev queries; selected "
              f"{art['selected']}, paper best 10 / 50 / 0.85 / 0.7 / 3).", "",
              "## Main table (paper Table 3 shape)", "", *_main_table(data, columns, paper), ""]
-    lines += ["## Target: ToolRerank vs the best of BM25, dense, hybrid and Rerank-m (Recall@5, paired randomization test)", "",
-              "| dataset | best baseline | its R@5 | ToolRerank R@5 | Δ | p |", "|---|---|---|---|---|---|"]
-    for ds, d in data.items():
-        t = d.get("target")
-        if t:
-            lines.append(f"| {ds} | {t['best_baseline']} | {100 * t['baseline']:.1f} | {100 * t['toolrerank']:.1f} | "
-                         f"{100 * (t['toolrerank'] - t['baseline']):+.1f} | {format_p(t['test']['p_value'])} |")
+    targets = [(ds, d["target"]) for ds, d in data.items() if d.get("target")]
+    lines += ["## Target: ToolRerank vs the best of BM25, dense, hybrid and Rerank-m (Recall@5, paired randomization test)",
+              "", *markdown_table(
+                  ["dataset", "best baseline", "its R@5", "ToolRerank R@5", "Δ", "p"],
+                  ([ds, t["best_baseline"], f"{100 * t['baseline']:.1f}", f"{100 * t['toolrerank']:.1f}",
+                    f"{100 * (t['toolrerank'] - t['baseline']):+.1f}", format_p(t["test"]["p_value"])]
+                   for ds, t in targets))]
+
+    def group_cells(d: dict[str, Any], g: str) -> list[str]:
+        values = [(d["rows"].get(row) or {}).get("recall@5_by_group", {}).get(g) for row, _ in MAIN_ROWS]
+        return [f"{100 * v:.1f}" if v is not None else "-" for v in values]
+
     lines += ["", "## Seen / unseen (Recall@5 by query group; seen = every gold API occurs in the training data)", "",
-              "| dataset (query group) | queries | " + " | ".join(lab for _, lab in MAIN_ROWS) + " |",
-              "|---|---|" + "---|" * len(MAIN_ROWS)]
-    for ds, d in data.items():
-        for g in ("seen", "unseen", "mixed"):
-            if not d["groups"][g]:
-                continue
-            vals = []
-            for row, _ in MAIN_ROWS:
-                r = d["rows"].get(row)
-                v = r["recall@5_by_group"][g] if r else None
-                vals.append(f"{100 * v:.1f}" if v is not None else "-")
-            lines.append(f"| {ds} ({g}) | {d['groups'][g]} | " + " | ".join(vals) + " |")
+              *markdown_table(["dataset (query group)", "queries", *(lab for _, lab in MAIN_ROWS)],
+                              ([f"{ds} ({g})", d["groups"][g], *group_cells(d, g)]
+                               for ds, d in data.items() for g in ("seen", "unseen", "mixed") if d["groups"][g]))]
+
+    def ablation_cell(row: str, ds: str) -> str:
+        r = data[ds]["rows"].get(row)
+        if not r:
+            return "-"
+        c = f"{100 * r['metrics']['recall@5']:.1f}"
+        vb = (r.get("vs_baseline") or {}).get("recall@5")
+        if vb and row != "toolrerank":
+            c += f" (p {format_p(vb['p_value'])})"
+        pv = paper.get(columns.get(ds, ""), {}).get(f"{row}.recall@5") if row in ABLATION_ROWS else None
+        return c + (f" [paper {pv:.1f}]" if pv is not None else "")
+
+    ran = [(row, label) for row, label in
+           [("toolrerank", "ToolRerank (classifier, extended list for unseen tools, dev-selected m)"), *ABLATIONS]
+           if any(row in d["rows"] for d in data.values())]  # rows of the grid that were run
     lines += ["", "## Ablations (Recall@5; p: paired randomization test vs ToolRerank; paper: Tables 5-7)", "",
-              "| variant | " + " | ".join(data) + " |", "|---|" + "---|" * len(data)]
-    for row, label in [("toolrerank", "ToolRerank (classifier, extended list for unseen tools, dev-selected m)")] + ABLATIONS:
-        if not any(row in d["rows"] for d in data.values()):
-            continue  # a row of the grid that was not run
-        cells = []
-        for ds, d in data.items():
-            r = d["rows"].get(row)
-            if not r:
-                cells.append("-")
-                continue
-            c = f"{100 * r['metrics']['recall@5']:.1f}"
-            vb = (r.get("vs_baseline") or {}).get("recall@5")
-            if vb and row != "toolrerank":
-                c += f" (p {format_p(vb['p_value'])})"
-            pv = paper.get(columns.get(ds, ""), {}).get(f"{row}.recall@5") if row in ABLATION_ROWS else None
-            if pv is not None:
-                c += f" [paper {pv:.1f}]"
-            cells.append(c)
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+              *markdown_table(["variant", *data], ([label, *(ablation_cell(row, ds) for ds in data)]
+                                                   for row, label in ran))]
+    classified = [(ds, d["classifier"]) for ds, d in data.items() if d.get("classifier")]
     lines += ["", "## Query-type classifier (test queries; multi-tool = gold APIs from more than one tool)", "",
-              "| dataset | accuracy | gold multi-tool | predicted multi-tool |", "|---|---|---|---|"]
-    for ds, d in data.items():
-        c = d.get("classifier")
-        if c:
-            lines.append(f"| {ds} | {100 * c['accuracy']:.1f} | {100 * c['multi_fraction_gold']:.1f} | "
-                         f"{100 * c['multi_fraction_predicted']:.1f} |")
+              *markdown_table(["dataset", "accuracy", "gold multi-tool", "predicted multi-tool"],
+                              ([ds, f"{100 * c['accuracy']:.1f}", f"{100 * c['multi_fraction_gold']:.1f}",
+                                f"{100 * c['multi_fraction_predicted']:.1f}"] for ds, c in classified))]
     lines += ["", "## Dev selection (the artifact's grid; never the test split)", "",
               "```json", json.dumps({"selected": art["selected"], "dev": art["grid"].get("dev_baselines"),
                                      "by_truncation": art["grid"].get("by_truncation"), "classifier": art["classifier"],
