@@ -108,6 +108,20 @@ def cmd_catalog_synthesize(args: argparse.Namespace) -> None:
     print(json.dumps({k: v for k, v in catalog.provenance["synthetic"].items() if not isinstance(v, list)}))
 
 
+def cmd_catalog_select(args: argparse.Namespace) -> None:
+    """A catalogue whose test split is a slice of another's judged queries (toolret.catalog.select)."""
+    from toolret.catalog.io import load_catalog, save_catalog
+    from toolret.catalog.select import select_queries
+    from toolret.catalog.validation import validate_catalog
+
+    catalog = select_queries(load_catalog(args.catalog), args.split, min_gold=args.min_gold, name=args.name)
+    report = validate_catalog(catalog)
+    if not report.success:
+        raise CatalogError(f"selected catalogue {args.name!r} failed validation; nothing written:\n{report.summary()}")
+    save_catalog(catalog, args.out)
+    print(json.dumps({**catalog.provenance["selection"], "out": args.out}))
+
+
 def cmd_import_openapi(args: argparse.Namespace) -> None:
     """A curated catalogue of an OpenAPI 3 file: one tool per operation (toolret.catalog.importers.openapi)."""
     from toolret.catalog.importers.openapi import import_openapi
@@ -509,6 +523,14 @@ def build_parser() -> argparse.ArgumentParser:
     sy.add_argument("--catalog", required=True, help="the source curated catalogue (data/curated/<source>)")
     sy.add_argument("--out", required=True)
     sy.set_defaults(func=cmd_catalog_synthesize)
+    se = cat.add_parser("select", help="a catalogue whose test split is a slice of another's judged queries (e.g. "
+                        "the multi-API requests of a training catalogue's dev split: --split dev --min-gold 2)")
+    se.add_argument("--catalog", required=True, help="the source curated catalogue")
+    se.add_argument("--split", required=True, choices=["train", "dev", "test"])
+    se.add_argument("--min-gold", type=int, default=1, help="keep queries with at least this many gold tools")
+    se.add_argument("--name", required=True, help="the new catalogue's name")
+    se.add_argument("--out", required=True)
+    se.set_defaults(func=cmd_catalog_select)
     queries_help = ("JSONL of judged queries, {\"_id\", \"text\", \"gold\": [tool ids]} per line: the test split "
                     "(without: a serving-only catalogue, indexable and servable, not evaluable)")
     iop = sub.add_parser("import-openapi", help="a curated catalogue of an OpenAPI 3 file (JSON or YAML): one tool "

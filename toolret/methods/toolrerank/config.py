@@ -129,6 +129,9 @@ class ToolRerankSection(ToolRerankConfig, ComponentSection):
     --grid toolrerank.ablations``) and which rows the report pairs against."""
 
     ablations: dict[str, GridVariant] = Field(default_factory=dict)
+    # rows run on a dev catalogue that resembles the target (e.g. a training catalogue's multi-API dev requests,
+    # `toolret catalog select`) to choose what the artifact's single-API dev grid cannot: score_views, ce_weight
+    dev_selection: dict[str, GridVariant] = Field(default_factory=dict)
     paper_columns: dict[str, str] = Field(default_factory=dict)  # dataset -> paper Table 3 column (I1-Inst ...)
 
 

@@ -1,0 +1,43 @@
+"""``toolret catalog select``: a catalogue whose test split is a slice of another's judged queries."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from toolret.catalog.io import load_catalog
+from toolret.catalog.model import Catalog, CatalogError, Query, Tool
+from toolret.cli import main
+
+
+def _catalog() -> Catalog:
+    tools = [Tool(f"t{i}", f"api {i}", {"original": f"document {i}"}, tool=f"tool{i // 2}", category="c")
+             for i in range(4)]
+    qs = [Query("d1", "one api", "dev"), Query("d2", "two apis", "dev"), Query("d3", "three apis", "dev"),
+          Query("r1", "train two", "train"), Query("x1", "test two", "test")]
+    qrels = {"d1": {"t0": 1}, "d2": {"t0": 1, "t1": 1}, "d3": {"t1": 1, "t2": 1, "t3": 1},
+             "r1": {"t2": 1, "t3": 1}, "x1": {"t0": 1, "t3": 1}}
+    return Catalog("src", tools, qs, qrels, {"purpose": "training"})
+
+
+def test_select_keeps_the_corpus_and_only_the_chosen_split_s_multi_gold_queries(tmp_path):
+    from toolret.catalog.io import save_catalog
+
+    save_catalog(_catalog(), tmp_path / "src")
+    assert main(["catalog", "select", "--catalog", str(tmp_path / "src"), "--split", "dev", "--min-gold", "2",
+                 "--name", "src-dev-multi", "--out", str(tmp_path / "out")]) in (0, None)
+    out = load_catalog(tmp_path / "out")
+    assert [q.id for q in out.split("test")] == ["d2", "d3"]  # never the train / test queries, never d1
+    assert out.tool_ids == ["t0", "t1", "t2", "t3"] and out.tools[3].tool == "tool1"  # hierarchy kept
+    assert out.qrels["d3"] == {"t1": 1, "t2": 1, "t3": 1}
+    meta = json.loads((tmp_path / "out" / "catalog.json").read_text())
+    assert meta["provenance"]["selection"] == {"split": "dev", "min_gold": 2, "n_queries": 2}
+    assert meta["provenance"]["source"] == "src"
+
+
+def test_an_empty_selection_is_a_clear_error_and_writes_nothing(tmp_path):
+    from toolret.catalog.select import select_queries
+
+    with pytest.raises(CatalogError, match="no judged 'dev' queries with >= 4 gold"):
+        select_queries(_catalog(), "dev", min_gold=4, name="x")

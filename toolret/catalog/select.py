@@ -1,0 +1,38 @@
+"""A catalogue whose test split is a chosen slice of another catalogue's judged queries.
+
+For evaluating on a dev split like on a benchmark without touching its test queries: e.g. the multi-API
+requests of a synthetic training catalogue's dev split (``--split dev --min-gold 2``), the queries that
+look like a target benchmark's multi-request instructions. The corpus (with its hierarchy) is kept as is;
+only the selected queries remain, all in the ``test`` split. Provenance records the source and the rule.
+
+Example:
+    >>> from toolret.catalog.model import Catalog, Query, Tool
+    >>> tools = [Tool(t, t, {"original": t}) for t in "abc"]
+    >>> qs = [Query("1", "one", "dev"), Query("2", "two", "dev"), Query("3", "three", "train")]
+    >>> c = Catalog("d", tools, qs, {"1": {"a": 1}, "2": {"a": 1, "b": 1}, "3": {"a": 1, "c": 1}})
+    >>> s = select_queries(c, "dev", min_gold=2, name="d-dev-multi")
+    >>> [q.id for q in s.split("test")], len(s.tools)
+    (['2'], 3)
+"""
+
+from __future__ import annotations
+
+from toolret.catalog.model import Catalog, CatalogError, Query
+
+
+def select_queries(catalog: Catalog, split: str, *, min_gold: int = 1, name: str) -> Catalog:
+    """``catalog`` with only the judged ``split`` queries that have at least ``min_gold`` gold tools, as the
+    test split of a catalogue named ``name``."""
+    if min_gold < 1:
+        raise CatalogError(f"select: min_gold must be >= 1 (got {min_gold})")
+    chosen = [q for q in catalog.split(split) if len(catalog.qrels.get(q.id, {})) >= min_gold]
+    if not chosen:
+        raise CatalogError(f"select: catalogue {catalog.name!r} has no judged {split!r} queries with >= {min_gold} "
+                           f"gold tools (its splits: {catalog.stats().get('n_queries')})")
+    queries = [Query(q.id, q.text, "test") for q in chosen]
+    provenance = {"source": catalog.name, "source_provenance": catalog.provenance,
+                  "selection": {"split": split, "min_gold": min_gold, "n_queries": len(queries)}}
+    return Catalog(name, list(catalog.tools), queries, {q.id: dict(catalog.qrels[q.id]) for q in chosen}, provenance)
+
+
+__all__ = ["select_queries"]
