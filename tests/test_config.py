@@ -65,3 +65,13 @@ def test_a_synthetic_catalogue_whose_source_is_not_built_is_an_error():
     assert validate_params(good).synthetic["syn"].source == "toollens"
     with pytest.raises(ConfigError, match="syn.*toolbench-g1-instruction.*not in `datasets`"):
         validate_params({"datasets": ["toollens"], "synthetic": {"syn": {"source": "toolbench-g1-instruction"}}})
+
+
+def test_a_selection_is_sliced_from_a_built_or_synthetic_catalogue():
+    base = {"datasets": ["toollens"], "synthetic": {"syn": {"source": "toollens"}}}
+    ok = validate_params({**base, "selections": {"syn-dev": {"source": "syn", "split": "dev", "min_gold": 2}}})
+    assert ok.selections["syn-dev"].min_gold == 2 and ok.selections["syn-dev"].split == "dev"
+    with pytest.raises(ConfigError, match="selections.*'x': 'mtrb-restbench'.*neither in `datasets` nor"):
+        validate_params({**base, "selections": {"x": {"source": "mtrb-restbench", "split": "dev"}}})
+    with pytest.raises(ConfigError, match="min_gold"):
+        validate_params({**base, "selections": {"x": {"source": "syn", "split": "dev", "min_gold": 0}}})

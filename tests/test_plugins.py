@@ -170,7 +170,7 @@ def project(tmp_path: Path, registry, monkeypatch: pytest.MonkeyPatch) -> Path:
     (root / PLUGIN / "unused.py").write_text("RAISE = 1 / 0  # never imported\n", encoding="utf-8")
     monkeypatch.setenv("TOOLRET_PROJECT_DIR", str(root))
     params = fixture_params(source, methods=["bm25"], finetune=False)  # the real params.yaml, made small
-    params.update(plugins=[PLUGIN], synthetic={}, toy={"ngram": 3}, toy_datasets=["fixture"])
+    params.update(plugins=[PLUGIN], synthetic={}, selections={}, toy={"ngram": 3}, toy_datasets=["fixture"])
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
     monkeypatch.setattr(registry, "_loaded", False)  # fixture_params looked the registry up: a fresh first lookup
     return root

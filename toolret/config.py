@@ -116,6 +116,15 @@ class SyntheticSpec(StrictModel):
     seed: int = 13
 
 
+class SelectionSpec(StrictModel):
+    """One catalogue sliced from another's judged queries (``params.yaml: selections: {<name>: ...}``, built by
+    :mod:`toolret.catalog.select` into ``data/curated/<name>``; its test split = the selected queries)."""
+
+    source: str  # a curated catalogue (a dataset or a synthetic training catalogue)
+    split: Literal["train", "dev", "test"]
+    min_gold: int = Field(1, ge=1)  # keep the queries with at least this many gold tools
+
+
 class CoreParams(StrictModel):
     """Sections every project has; component sections are added by :func:`params_model`."""
 
@@ -131,6 +140,7 @@ class CoreParams(StrictModel):
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
     synthetic: dict[str, SyntheticSpec] = Field(default_factory=dict)  # training catalogues from tool documents
+    selections: dict[str, SelectionSpec] = Field(default_factory=dict)  # evaluation slices (e.g. a dev split's)
     # evaluated dataset -> the dataset its learning components (dense-ft, hybrid's dense-ft side ...) train on:
     # itself, or for a test-only benchmark its training catalogue (a ToolBench group -> toolbench-synthetic);
     # unlisted: the dataset itself. Every entry gets the index_ft / evaluate_ft stages (dense-ft of the value).
@@ -146,6 +156,15 @@ class CoreParams(StrictModel):
         if missing:
             raise ValueError(f"synthetic catalogues {missing} name a source that is not in `datasets` (its curated "
                              "catalogue would never be built); add it there or remove the synthetic entry")
+        return self
+
+    @model_validator(mode="after")
+    def _selection_sources_are_built(self):
+        """A selection is sliced from a curated catalogue: a dataset's or a synthetic one's."""
+        known = set(self.datasets) | set(self.synthetic)
+        missing = {name: spec.source for name, spec in self.selections.items() if spec.source not in known}
+        if missing:
+            raise ValueError(f"selections {missing} name a source that is neither in `datasets` nor in `synthetic`")
         return self
 
     @model_validator(mode="after")

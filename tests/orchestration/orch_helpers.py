@@ -82,7 +82,7 @@ def fixture_params(source_dir: Path, methods: list[str], finetune: bool) -> dict
             if isinstance(params.get(section), dict) and key in params[section]:
                 params[section][key] = type(params[section][key])()
     params["datasets"] = ["fixture"]
-    params["synthetic"], params["trained_on"] = {}, {}  # they name the real datasets
+    params["synthetic"], params["trained_on"], params["selections"] = {}, {}, {}  # they name the real datasets
     params["finetune_datasets"] = ["fixture"] if finetune else []
     params["trained_on"] = {"fixture": "fixture"} if finetune else {}
     params["methods"] = methods

@@ -26,7 +26,7 @@ def _project(tmp_path: Path) -> tuple[Path, Path]:
     project = tmp_path / "project"
     project.mkdir()
     params = yaml.safe_load((REPO / "params.yaml").read_text())
-    params.update(datasets=["fixture", "other"], finetune_datasets=[], methods=["bm25"], synthetic={}, trained_on={},
+    params.update(datasets=["fixture", "other"], finetune_datasets=[], methods=["bm25"], synthetic={}, trained_on={}, selections={},
                   source={"root": str(tmp_path / "sources"), "beir": {"fixture": str(source), "other": str(other)}})
     (project / "params.yaml").write_text(yaml.safe_dump(params))
     (project / "dvc.yaml").write_text(fixture_dvc_yaml(params))

@@ -57,6 +57,15 @@ METHOD = register_method(Method(
             entry="toolret.cli:cmd_catalog_synthesize", deps=("data/curated/${item.source}", "data/generations"),
             params=("synthetic",), outs=("data/curated/${key}",),
         ),
+        StageTemplate(
+            name="select", order=27, foreach="${selections}", only_if="selections",
+            desc="Evaluation catalogue sliced from another's judged queries (e.g. a training catalogue's multi-API "
+                 "dev requests: a dev set shaped like a benchmark, built without reading its test queries)",
+            cmd="toolret catalog select --catalog data/curated/${item.source} --split ${item.split} "
+                "--min-gold ${item.min_gold} --name ${key} --out data/curated/${key}",
+            entry="toolret.cli:cmd_catalog_select", deps=("data/curated/${item.source}",),
+            params=("selections",), outs=("data/curated/${key}",),
+        ),
         *index_and_evaluate(
             "${item.method}", matrix={"dataset": "${datasets}", "method": "${methods}"}, dataset="${item.dataset}",
             components_param="methods", names=("index", "evaluate"), orders=(50, 60),

@@ -95,6 +95,12 @@ def _separation_arguments(parser) -> None:
 _TRAIN_PARAMS = tuple(f"toolrerank.{k}" for k in TrainingConfig.model_fields) + (
     "toolrerank.candidates", "toolrerank.seen_level", "toolrerank.extend_unseen", "toolrerank.extend_seen", "dense")
 _ARTIFACT = "data/models/${toolrerank.train_dataset}/toolrerank"
+# the in-domain first stage (hybrid-ft) reads the training catalogue's dense-ft
+_FIRST_STAGE_MODEL = "data/models/${toolrerank.train_dataset}/dense-ft"
+# the grids compose the reranker with hybrid-ft and Re-Invoke's intents (committed generations) beside bm25 / dense
+_GRID_COMPONENTS = ("toolrerank", *(f"rerank-{m}" for m in RERANK_M), "bm25", "reinvoke-intents+hybrid-ft")
+_GRID_DEPS = (_ARTIFACT, _FIRST_STAGE_MODEL, "data/generations")
+_GRID_PARAMS = ("toolrerank", "dense", "bm25", "hybrid", "finetune", "trained_on", "reinvoke", "evaluation")
 
 METHOD = register_method(Method(
     name="toolrerank",
@@ -129,7 +135,8 @@ METHOD = register_method(Method(
             cmd="toolret fit --method toolrerank-ce --catalog data/curated/${toolrerank.train_dataset} --out "
                 + _ARTIFACT,
             entry="toolret.cli:cmd_fit", components=("toolrerank",),
-            deps=("data/curated/${toolrerank.train_dataset}",), params=_TRAIN_PARAMS, outs=in_git(_ARTIFACT),
+            deps=("data/curated/${toolrerank.train_dataset}", _FIRST_STAGE_MODEL), params=_TRAIN_PARAMS,
+            outs=in_git(_ARTIFACT),
         ),
         *index_and_evaluate(
             "toolrerank", foreach="${toolrerank_datasets}", names=("index_toolrerank", "evaluate_toolrerank"),
@@ -142,8 +149,17 @@ METHOD = register_method(Method(
             "toolrerank", grid="toolrerank.ablations", order=63, costly=True,
             desc="ToolRerank, Rerank-10/30/50, the first stage, BM25 and every ablation on the test split "
                  "(toolrerank.ablations, paired tests vs their baselines; cross-encoder scores shared by the rows)",
-            components=("toolrerank", *(f"rerank-{m}" for m in RERANK_M), "bm25"), deps=(_ARTIFACT,),
-            params=("toolrerank", "dense", "bm25", "evaluation"),
+            components=_GRID_COMPONENTS, deps=_GRID_DEPS, params=_GRID_PARAMS,
+        ),
+        StageTemplate(
+            name="toolrerank_dev_selection", order=33, costly=True, only_if="toolrerank.dev_selection_dataset",
+            desc="ToolRerank's dev selection on a dev catalogue shaped like the target (toolrerank.dev_selection "
+                 "rows: score_views and ce_weight; never a test split)",
+            cmd="toolret evaluate-grid --catalog data/curated/${toolrerank.dev_selection_dataset} --grid "
+                "toolrerank.dev_selection --out data/runs/${toolrerank.dev_selection_dataset}/toolrerank-dev-selection",
+            entry="toolret.cli:cmd_evaluate_grid", components=_GRID_COMPONENTS,
+            deps=("data/curated/${toolrerank.dev_selection_dataset}", *_GRID_DEPS), params=_GRID_PARAMS,
+            outs=("data/runs/${toolrerank.dev_selection_dataset}/toolrerank-dev-selection",),
         ),
     ),
 ))
