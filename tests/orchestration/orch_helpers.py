@@ -81,6 +81,10 @@ def fixture_params(source_dir: Path, methods: list[str], finetune: bool) -> dict
             section, _, key = t.foreach[2:-1].partition(".")
             if isinstance(params.get(section), dict) and key in params[section]:
                 params[section][key] = type(params[section][key])()
+        if t.only_if and "." in t.only_if:  # ... and every setting that switches a stage on (a dataset name)
+            section, _, key = t.only_if.partition(".")
+            if isinstance(params.get(section), dict) and isinstance(params[section].get(key), str):
+                params[section][key] = None
     params["datasets"] = ["fixture"]
     params["synthetic"], params["trained_on"], params["selections"] = {}, {}, {}  # they name the real datasets
     params["finetune_datasets"] = ["fixture"] if finetune else []
