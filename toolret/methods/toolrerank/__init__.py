@@ -99,7 +99,7 @@ _ARTIFACT = "data/models/${toolrerank.train_dataset}/toolrerank"
 _FIRST_STAGE_MODEL = "data/models/${toolrerank.train_dataset}/dense-ft"
 # the grids compose the reranker with hybrid-ft and Re-Invoke's intents (committed generations) beside bm25 / dense
 _GRID_COMPONENTS = ("toolrerank", *(f"rerank-{m}" for m in RERANK_M), "bm25", "reinvoke-intents+hybrid-ft")
-_GRID_DEPS = (_ARTIFACT, _FIRST_STAGE_MODEL, "data/generations")
+_GRID_DEPS = (_ARTIFACT, _FIRST_STAGE_MODEL, "data/generations/${reinvoke.llm_model}/reinvoke-intents")
 _GRID_PARAMS = ("toolrerank", "dense", "bm25", "hybrid", "finetune", "trained_on", "reinvoke", "evaluation")
 
 METHOD = register_method(Method(
