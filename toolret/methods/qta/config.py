@@ -12,15 +12,17 @@ where we depart from it for 2 CPU cores, are ours and written down here:
 - T_sub is re-sampled (seeded by query id and round) for every round and for every test query;
   sampled tool documents are cut to ``doc_chars`` characters so prompt + rewrite fit ``max_length``
   tokens of DPO training (the paper does not say how long its prompt was);
-- the original query competes with the two rewrites: chosen = the best-scored of {q, q1, q2} (first in
-  that order on ties), rejected = the worst (last on ties); a round whose best and worst scores are
-  equal is skipped (no preference); a rewrite that does not parse is scored as the query it falls back
-  to and its raw text is the completion (so DPO can learn to reject malformed outputs);
-- LoRA (r 16, alpha 32, dropout 0.05, all linear layers) on the local 135M model; lr 1e-4 (the paper's
-  5e-6 is a full-model rate; LoRA adapters need a larger one) with batch 4 pairs and 1 epoch;
-  ``max_length`` 384 tokens (prompt ~300 + rewrite <= 48); ``precompute_ref_log_probs`` (the frozen
+- the pair a round yields (``pair_rule``): ``best_worst`` (default, the first reading) = the best-scored of
+  {q, q1, q2} (first in that order on ties) against the worst (last on ties); ``rewrites_only`` = the
+  better rewrite against the worse, in rounds where a rewrite beats q (q only decides whether a round
+  yields a pair); a round whose pair would tie is skipped; a rewrite that does not parse is scored as the
+  query it falls back to and its raw text is the completion (so DPO can learn to reject malformed outputs);
+- LoRA with lr 1e-4 (the paper's 5e-6 is a full-model rate; LoRA adapters need a larger one), batch 4
+  pairs; ``max_length`` 384 tokens (prompt ~300 + rewrite <= 48); ``precompute_ref_log_probs`` (the frozen
   reference is run once);
-- no dev split exists in a 10-query fold: nothing is selected, the settings above are fixed in advance.
+- no dev split exists in a 10-query fold. The project's settings (params.yaml) were chosen on fold 0 only
+  and are reported on folds 1-3 (docs/RESULTS.md): the 0.5B rewriter, LoRA r 8 / alpha 16 on the attention
+  projections, ``rewrites_only``, 4 epochs, ``search: query_and_rewrite``.
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from toolret.config import ComponentSection, GridVariant, StrictModel
-from toolret.llm.models import DEFAULT_MODEL as DEFAULT_LLM  # the packaged default generator
+# QTA's rewriter (the paper's is Mistral-7B): Qwen2.5-Coder-0.5B-Instruct, Re-Invoke's generator. The 135M
+# SmolLM2 of the first runs learned to copy the query (docs/RESULTS.md); its artifacts are in git history
+DEFAULT_LLM = "qwen2.5-coder-0.5b-instruct"
 
 
 class QTAConfig(StrictModel):
@@ -142,12 +146,14 @@ class QTARun(StrictModel):
     ``folds`` > 0: fold ``fold`` of ``folds`` of ``dataset``'s test queries is the train split, and the key
     must be the folded catalogue's name (``<dataset>-fold<fold>of<folds>``); ``folds`` 0: the dataset's own
     train split, key = ``dataset``. ``docs``: the document variant evaluated (use the one ``qta.docs`` names).
+    ``selection``: the run the settings were chosen on; the report's pooled test leaves it out.
     """
 
     dataset: str
     folds: int = Field(9, ge=0)
     fold: int = Field(0, ge=0)
     docs: Literal["original", "cleaned", "human"] = "original"
+    selection: bool = False
 
     def catalog_name(self) -> str:
         from toolret.catalog.folds import fold_name

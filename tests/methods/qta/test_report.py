@@ -1,0 +1,41 @@
+"""The QTA report's pooled test: one pair per (run, test query), the selection run left out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from toolret.methods.qta.report import pooled_rows
+
+
+def _grid(run_dir: Path, rows: dict[str, dict[str, float]], baselines: dict[str, str]) -> None:
+    """A grid run folder as ``evaluate-grid`` writes it: summary.json + <row>.per_query.jsonl."""
+    run_dir.mkdir(parents=True)
+    variants = {name: {"metrics": {}, "ci95": {}, "baseline": baselines.get(name)} for name in rows}
+    (run_dir / "summary.json").write_text(json.dumps({"variants": variants}))
+    for name, per_q in rows.items():
+        lines = [json.dumps({"query_id": q, "comp@5": v}) for q, v in per_q.items()]
+        (run_dir / f"{name}.per_query.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_pooled_pairs_count_a_query_once_per_run(tmp_path):
+    # the same query ids are test queries of both folds (as in k-fold QTA): pooling must keep 4 pairs, not 2
+    _grid(tmp_path / "f1" / "qta", {"dense": {"q1": 0.0, "q2": 1.0}, "qta": {"q1": 1.0, "q2": 1.0}},
+          {"qta": "dense"})
+    _grid(tmp_path / "f2" / "qta", {"dense": {"q1": 0.0, "q2": 0.0}, "qta": {"q1": 1.0, "q2": 1.0}},
+          {"qta": "dense"})
+    (row,) = pooled_rows(tmp_path, ["f1", "f2"])
+    assert (row["row"], row["baseline"], row["n"]) == ("qta", "dense", 4)
+    assert row["mean"] == pytest.approx(1.0)
+    assert row["baseline_mean"] == pytest.approx(0.25)
+    # three positive differences of 1 and one 0: exact sign-flip test, 2 of 8 distinct flips as extreme
+    assert row["p_value"] == pytest.approx(0.25)
+
+
+def test_a_run_left_out_contributes_no_pairs(tmp_path):
+    _grid(tmp_path / "f0" / "qta", {"dense": {"q1": 0.0}, "qta": {"q1": 1.0}}, {"qta": "dense"})
+    _grid(tmp_path / "f1" / "qta", {"dense": {"q1": 1.0}, "qta": {"q1": 0.0}}, {"qta": "dense"})
+    (row,) = pooled_rows(tmp_path, ["f1"])
+    assert row["n"] == 1 and row["mean"] == 0.0 and row["baseline_mean"] == 1.0
