@@ -159,3 +159,26 @@ def test_loads_reads_a_saved_component_through_its_class_imported_on_first_use(t
     assert component("bm25").load(tmp_path / "bm25").search(["movie"], 1).ranked_ids(0) == ["b"]
     with pytest.raises(ValueError, match="module:Class"):
         loads("toolret.retrieval.bm25.BM25Retriever")
+
+
+def test_a_named_pipeline_builds_its_components_with_its_settings(methods) -> None:
+    from toolret.catalog.model import Catalog, Query, Tool
+    from toolret.pipeline import build_pipeline
+
+    params = load_params()
+    assert params.bm25.k1 != 0.5
+    register_method(Method(name="toy", pipelines=[
+        NamedPipeline("toy-bm25", "bm25", "bm25 with k1 0.5", settings=(("bm25.k1", 0.5),))]))
+    catalog = Catalog("tiny", [Tool("t1", "Weather", {"original": "forecast"})], [Query("q1", "rain", "test")],
+                      {"q1": {"t1": 1}})
+    assert reg.parse_spec("toy-bm25", params).settings == (("bm25.k1", 0.5),)
+    assert build_pipeline("toy-bm25", catalog, params).retriever.config.k1 == 0.5
+    assert build_pipeline("bm25", catalog, params).retriever.config.k1 == params.bm25.k1  # nothing leaks
+
+
+def test_toolrerank_intents_is_the_dev_selected_composition() -> None:
+    """The registered pipeline the multi-request dev split chose: intents to the reranker, query to the first stage."""
+    params = load_params()
+    spec = reg.parse_spec("toolrerank-intents", params)
+    assert spec.components == ["reinvoke-intents", params.toolrerank.first_stage, "toolrerank-ce"]
+    assert dict(spec.settings) == {"reinvoke.intent_ranking": "query", "toolrerank.score_views": "rewrites"}

@@ -160,6 +160,10 @@ def build_pipeline(spec: str | PipelineSpec, catalog: Catalog, params: CoreParam
     from toolret.registry import BuildContext, build_component, parse_spec
 
     spec = parse_spec(spec, params=params) if isinstance(spec, str) else spec
+    if spec.settings:  # a registered pipeline's own params (NamedPipeline.settings)
+        from toolret.config import apply_overrides
+
+        params = apply_overrides(params, dict(spec.settings))
     ctx = BuildContext(catalog, params, model)
     rewriter = build_component(spec.rewriter, ctx) if spec.rewriter else None
     retriever = build_component(spec.retriever, ctx)

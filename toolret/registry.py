@@ -124,6 +124,7 @@ class PipelineSpec:
     rewriter: str | None = None
     rerankers: tuple[str, ...] = ()
     name: str | None = None
+    settings: tuple[tuple[str, Any], ...] = ()  # a registered pipeline's own params (NamedPipeline.settings)
 
     @property
     def components(self) -> list[str]:
@@ -197,11 +198,16 @@ class NamedPipeline:
     """A name for a composition, e.g. ``NamedPipeline("reinvoke", "reinvoke-intents+reinvoke-qgen")``.
 
     ``spec`` may name a component by a params key, ``"${toolrerank.first_stage}+toolrerank-ce"``: it is
-    resolved against the params :func:`parse_spec` gets (``--set`` overrides included)."""
+    resolved against the params :func:`parse_spec` gets (``--set`` overrides included).
+
+    ``settings``: ``(("section.key", value), ...)`` that define the pipeline beyond its components (e.g.
+    which views a reranker scores); applied to the params its components are built with, over any value of
+    the same key (to vary one, spell the composition out and ``--set`` it)."""
 
     name: str
     spec: str
     description: str = ""
+    settings: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -509,7 +515,8 @@ def parse_spec(spec: str, params: Any, name: str | None = None) -> PipelineSpec:
     spec = spec.strip()
     named = _pipelines().get(spec)
     if named is not None:
-        return _parse_composition(resolve_spec_template(named.spec, params), name=spec)
+        parsed = _parse_composition(resolve_spec_template(named.spec, params), name=spec)
+        return replace(parsed, settings=tuple(named.settings))
     return _parse_composition(spec, name)
 
 

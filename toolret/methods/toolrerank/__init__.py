@@ -98,7 +98,7 @@ _ARTIFACT = "data/models/${toolrerank.train_dataset}/toolrerank"
 # the in-domain first stage (hybrid-ft) reads the training catalogue's dense-ft
 _FIRST_STAGE_MODEL = "data/models/${toolrerank.train_dataset}/dense-ft"
 # the grids compose the reranker with hybrid-ft and Re-Invoke's intents (committed generations) beside bm25 / dense
-_GRID_COMPONENTS = ("toolrerank", *(f"rerank-{m}" for m in RERANK_M), "bm25", "reinvoke-intents+hybrid-ft")
+_GRID_COMPONENTS = ("toolrerank", "toolrerank-intents", *(f"rerank-{m}" for m in RERANK_M), "bm25")
 _GRID_DEPS = (_ARTIFACT, _FIRST_STAGE_MODEL, "data/generations/${reinvoke.llm_model}/reinvoke-intents")
 _GRID_PARAMS = ("toolrerank", "dense", "bm25", "hybrid", "finetune", "trained_on", "reinvoke", "evaluation")
 
@@ -120,6 +120,10 @@ METHOD = register_method(Method(
         NamedPipeline("toolrerank", "${toolrerank.first_stage}+toolrerank-ce",
                       "ToolRerank over the first stage toolrerank.first_stage (the one that mined its training "
                       "negatives)"),
+        NamedPipeline("toolrerank-intents", "reinvoke-intents+${toolrerank.first_stage}+toolrerank-ce",
+                      "ToolRerank scoring each request of a query: an API's cross-encoder score is the max over "
+                      "the query and its Re-Invoke intents; the first stage ranks the query",
+                      settings=(("reinvoke.intent_ranking", "query"), ("toolrerank.score_views", "rewrites"))),
     ),
     report="toolret.methods.toolrerank.report:write_report",
     cli=(CliCommand("reranker-separation",
