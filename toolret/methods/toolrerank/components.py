@@ -25,7 +25,7 @@ from toolret.methods.toolrerank.config import ToolRerankConfig
 from toolret.retrieval.base import Ranking
 
 
-def score_texts(queries: Sequence[str], rewrites: Sequence[Sequence[str]] | None) -> list[list[str]]:
+def view_texts(queries: Sequence[str], rewrites: Sequence[Sequence[str]] | None) -> list[list[str]]:
     """The texts the cross-encoder scores each API against: the query, then its distinct rewrites."""
     if rewrites is None:
         return [[q] for q in queries]
@@ -206,7 +206,7 @@ class ToolRerankReranker:
         else:
             first = [row[: self.plain_m] for row in cands]
         # score every truncated list in one batch (cached); the extended list adds a few pairs per query
-        texts = score_texts(queries, rewrites if self.reads_rewrites else None)
+        texts = view_texts(queries, rewrites if self.reads_rewrites else None)
         scorer.score_pairs([(t, docs[c]) for ts, row in zip(texts, first) for t in ts for c in row],
                            progress=len(queries) > 50)
         emb = self.embeddings() if self.plain_m is None and "multi" in modes else None
@@ -286,4 +286,4 @@ class ToolRerankReranker:
         return r
 
 
-__all__ = ["ToolRerankReranker", "max_view_scores", "score_texts"]
+__all__ = ["ToolRerankReranker", "max_view_scores", "view_texts"]
