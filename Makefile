@@ -65,11 +65,15 @@ paper: setup
 # (data/generations/): run in the background at the start of a session until nothing is missing; a fresh
 # clone resumes from the committed shards. make run / make test never start them.
 TOOLBENCH_GROUPS := g1-instruction g1-category g1-tool g2-instruction g2-category g3-instruction
+# in-domain training queries for the 46,879-API corpus: a seeded sample of its APIs drawn without reading any
+# query (synthetic.<name>.sample_tools / seed must match), 5 queries each
+ENV_SAMPLE := 2000
 generate: setup
 	for g in $(TOOLBENCH_GROUPS); do $(BIN)/toolret generate-shards --job reinvoke-intents --dataset toolbench-$$g --commit || exit 1; done
 	$(BIN)/toolret generate-shards --job reinvoke-queries --dataset toolbench-g1-instruction --n 5 --commit
 	$(BIN)/toolret generate-shards --job synthetic-multi-api --dataset toolbench-g1-instruction --commit
 	$(BIN)/toolret generate-shards --job reinvoke-queries --dataset toolbench-g1-instruction --n 10 --commit
+	$(BIN)/toolret generate-shards --job reinvoke-queries --dataset toolbench-env-g1-instruction --sample-tools $(ENV_SAMPLE) --sample-seed 13 --n 5 --commit
 
 # dvc.yaml is generated from the registry's stage templates and params.yaml
 stages: setup

@@ -99,6 +99,10 @@ def cmd_catalog_synthesize(args: argparse.Namespace) -> None:
         raise CatalogError(f"no synthetic catalogue {args.name!r} in params.yaml (has {sorted(params.synthetic)})")
     spec = params.synthetic[args.name]
     source = load_catalog(args.catalog)
+    if spec.sample_tools:
+        from toolret.catalog.synthetic import sample_tools
+
+        source = sample_tools(source, spec.sample_tools, spec.seed)
     per_tool, job = stored_tool_queries(source, params, spec.job, spec.n)
     catalog = synthesize(source, per_tool, spec, args.name, job, stored_group_queries(source, params, spec))
     report = validate_catalog(catalog)
@@ -410,7 +414,14 @@ def cmd_generate_shards(args: argparse.Namespace) -> None:
 
     params = _params(args)
     catalog = _catalog(args, params)
+    if args.sample_tools:
+        from toolret.catalog.synthetic import sample_tools
+
+        catalog = sample_tools(catalog, args.sample_tools, args.sample_seed)
     prompts, sampling, llm, provenance = generation_job(args.job)(catalog, params, args.n)
+    if args.sample_tools:  # which tools: the shard store test re-derives the prompts from it
+        provenance = {**provenance, "source_catalog": catalog.provenance["source"],
+                      "sample_tools": catalog.provenance["sample_tools"]}
     gen = llm.generator
     store = gen.store
 
@@ -585,6 +596,9 @@ def build_parser() -> argparse.ArgumentParser:
     gs.add_argument("--shard-prompts", type=int, default=100, help="prompts per shard")
     gs.add_argument("--max-shards", type=int, help="stop after this many shards")
     gs.add_argument("--commit", action="store_true", help="git-commit each shard as it is written")
+    gs.add_argument("--sample-tools", type=int, help="only a seeded sample of this many tools (per-tool jobs on a "
+                    "corpus too large to cover; synthetic.<name>.sample_tools reads the same sample)")
+    gs.add_argument("--sample-seed", type=int, default=13, help="its seed (synthetic.<name>.seed)")
     overrides(gs)
     gs.set_defaults(func=cmd_generate_shards)
 

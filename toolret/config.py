@@ -103,6 +103,9 @@ class SyntheticSpec(StrictModel):
     source: str  # the curated catalogue whose tools the job wrote queries for (data/curated/<source>)
     job: str = "reinvoke-queries"  # a per-tool generation job (toolret generate-shards --job)
     n: int = Field(5, ge=1)  # samples per tool used (the first n)
+    # a seeded sample of the source's tools the job wrote for (0 = every tool; `generate-shards --sample-tools`
+    # with the same n and seed writes them): for corpora too large to cover, drawn without reading any query
+    sample_tools: int = Field(0, ge=0)
     holdout_categories: float = Field(0.1, ge=0, lt=1)  # seeded fraction of categories with no training query
     holdout_tools: float = Field(0.1, ge=0, lt=1)  # ... and of the other categories' parent tools
     dev_fraction: float = Field(0.05, ge=0, lt=1)  # of the seen tools' queries

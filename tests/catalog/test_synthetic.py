@@ -146,3 +146,37 @@ def test_multi_api_queries_have_every_group_api_as_gold_and_held_out_groups_stay
         assert gold == set(groups[int(q.id.split("multi")[1].split("-")[0])])
         unseen = any(by_id[t].category in held for t in gold)
         assert q.split == ("dev" if unseen else "train"), q.id
+
+
+def test_a_tool_sample_is_seeded_uniform_in_catalogue_order_and_reads_no_query():
+    from toolret.catalog.synthetic import sample_tools
+
+    src = _source()
+    a = sample_tools(src, 10, seed=13)
+    assert len(a.tools) == 10 and a.queries == [] and a.qrels == {}
+    order = [t.id for t in src.tools]
+    assert [order.index(t.id) for t in a.tools] == sorted(order.index(t.id) for t in a.tools)
+    assert [t.id for t in sample_tools(src, 10, seed=13).tools] == [t.id for t in a.tools]
+    assert any({t.id for t in sample_tools(src, 10, seed=s).tools} != {t.id for t in a.tools} for s in range(1, 6))
+    # the same tools whatever the queries are (it must not look at them)
+    no_queries = Catalog("src", list(src.tools), [], {})
+    assert [t.id for t in sample_tools(no_queries, 10, seed=13).tools] == [t.id for t in a.tools]
+    assert a.provenance["sample_tools"] == {"n": 10, "of": 60, "seed": 13}
+    assert len(sample_tools(src, 100, seed=13).tools) == 60  # more than the corpus: every tool
+    with pytest.raises(CatalogError, match="n must be >= 1"):
+        sample_tools(src, 0, seed=13)
+    # sampling over 20 seeds reaches every category: uniform over tools, not stuck in one part of the corpus
+    seen = {t.category for s in range(20) for t in sample_tools(src, 5, seed=s).tools}
+    assert seen == set(CATS)
+
+
+def test_a_synthetic_spec_over_a_sample_builds_on_the_sampled_tools_only():
+    from toolret.catalog.synthetic import sample_tools
+
+    src = _source()
+    spec = SyntheticSpec(source="src", n=2, sample_tools=12, holdout_categories=0.0, holdout_tools=0.0,
+                         dev_fraction=0.0)
+    sampled = sample_tools(src, spec.sample_tools, spec.seed)
+    cat = synthesize(sampled, _per_tool(sampled), spec, "syn")
+    golds = {t for q in cat.queries for t in cat.gold(q.id)}
+    assert golds == {t.id for t in sampled.tools} and len(cat.queries) == 12 * 2

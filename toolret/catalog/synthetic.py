@@ -28,6 +28,20 @@ from toolret.catalog.model import Catalog, CatalogError, Query
 from toolret.config import SyntheticSpec
 
 
+def sample_tools(catalog: Catalog, n: int, seed: int) -> Catalog:
+    """A seeded uniform sample of ``n`` of ``catalog``'s tools (APIs), in catalogue order, with no query: the
+    tools a generation job writes training queries for when the corpus is too large to cover (a 46k-API
+    corpus). Drawn from the tool ids alone -- no query or qrel is read -- so a model trained on the sample
+    learns no prior toward the APIs some test queries need. ``n`` >= the corpus size: every tool."""
+    if n < 1:
+        raise CatalogError(f"sample_tools: n must be >= 1 (got {n})")
+    ids = [t.id for t in catalog.tools]
+    chosen = set(random.Random(seed).sample(ids, n)) if n < len(ids) else set(ids)
+    tools = [t for t in catalog.tools if t.id in chosen]
+    provenance = {"source": catalog.name, "sample_tools": {"n": len(tools), "of": len(ids), "seed": seed}}
+    return Catalog(f"{catalog.name}-sample{len(tools)}", tools, [], {}, provenance)
+
+
 def holdout_tools(catalog: Catalog, spec: SyntheticSpec) -> tuple[set[str], set[str], set[str]]:
     """``(held-out categories, held-out parent tools, ids of every held-out API)``, seeded; categories
     first, then tools of the remaining categories. APIs with no category / parent count as their own."""
@@ -195,7 +209,9 @@ def multi_api_job_prompts(catalog: Catalog, params: Any) -> tuple[list[Any], Syn
     """The prompts of the multi-API job over ``catalog``: one per group of the synthetic spec whose source it is."""
     from toolret.llm.prompts import multi_api_prompt
 
-    specs = [s for s in params.synthetic.values() if s.source == catalog.name]
+    source = (catalog.provenance or {}).get("source") if "sample_tools" in (catalog.provenance or {}) else None
+    specs = [s for s in params.synthetic.values() if s.source == catalog.name
+             or (source == s.source and s.sample_tools == catalog.provenance["sample_tools"]["n"])]
     if not specs or not (specs[0].multi_tool_groups or specs[0].multi_category_groups):
         raise CatalogError(f"no synthetic catalogue with multi-API groups has {catalog.name!r} as its source "
                            "(params.yaml synthetic.<name>: multi_tool_groups / multi_category_groups)")
@@ -203,5 +219,5 @@ def multi_api_job_prompts(catalog: Catalog, params: Any) -> tuple[list[Any], Syn
     return [multi_api_prompt([docs[t] for t in g]) for g in multi_api_groups(catalog, specs[0])], specs[0]
 
 
-__all__ = ["SyntheticSpec", "consistent", "holdout_tools", "multi_api_groups", "multi_api_job_prompts",
+__all__ = ["SyntheticSpec", "consistent", "holdout_tools", "sample_tools", "multi_api_groups", "multi_api_job_prompts",
            "stored_group_queries", "stored_outputs", "stored_tool_queries", "synthesize"]

@@ -51,11 +51,13 @@ def test_synthetic_queries_come_from_the_committed_shards_without_an_llm(tmp_pat
 def test_every_committed_toolbench_shard_answers_a_current_prompt():
     """Hours of committed generation are only reused while the prompts render as they did: a template edit
     that changes them would orphan every shard silently. Each committed reinvoke-queries / synthetic-multi-api
-    record's prompt key must be one the current code asks for (ToolBench's shared 2,479-API corpus)."""
+    record's prompt key must be one the current code asks for, over the catalogue its shard's meta names
+    (ToolBench's shared 2,479-API corpus, or a seeded tool sample of the 46,879-API one)."""
     import json
 
     from toolret.catalog.registry import load_dataset_for
     from toolret.catalog.source import source_root
+    from toolret.catalog.synthetic import sample_tools
     from toolret.config import load_params
     from toolret.llm.shards import prompt_key
     from toolret.registry import generation_job
@@ -64,17 +66,25 @@ def test_every_committed_toolbench_shard_answers_a_current_prompt():
         pytest.skip("../shared/datasets not present")
     params = load_params()
     root = store_root(params.reinvoke.llm_model)
-    catalog = None
+    catalogs: dict[str, object] = {}
+    checked = 0
     for job in ("reinvoke-queries", "synthetic-multi-api"):
-        shards = sorted((root / job).glob("shard-*.jsonl"))
-        if not shards:
-            continue
-        catalog = catalog or load_dataset_for("toolbench-g1-instruction", params)
-        prompts = generation_job(job)(catalog, params, None)[0]
-        current = {prompt_key(p) for p in prompts}
-        stored = {json.loads(line)["prompt_key"] for s in shards for line in s.read_text(encoding="utf-8").splitlines()
-                  if line.strip()}
-        orphaned = stored - current
-        assert not orphaned, f"{job}: {len(orphaned)} of {len(stored)} committed prompts are no longer asked for"
-    if catalog is None:
+        by_catalog: dict[tuple, set[str]] = {}
+        for shard in sorted((root / job).glob("shard-*.jsonl")):
+            meta = json.loads(shard.with_suffix(".meta.json").read_text(encoding="utf-8"))
+            sample = meta.get("sample_tools")
+            key = (meta.get("source_catalog") or meta["catalog"], sample["n"] if sample else 0,
+                   sample["seed"] if sample else 0)
+            by_catalog.setdefault(key, set()).update(
+                json.loads(line)["prompt_key"] for line in shard.read_text(encoding="utf-8").splitlines() if line.strip())
+        for (name, n, seed), stored in by_catalog.items():
+            if name not in catalogs:
+                catalogs[name] = load_dataset_for(name, params)
+            catalog = sample_tools(catalogs[name], n, seed) if n else catalogs[name]
+            current = {prompt_key(p) for p in generation_job(job)(catalog, params, None)[0]}
+            orphaned = stored - current
+            assert not orphaned, (f"{job} over {catalog.name}: {len(orphaned)} of {len(stored)} committed prompts "
+                                  "are no longer asked for")
+            checked += 1
+    if not checked:
         pytest.skip("no committed ToolBench generation shards")
