@@ -414,14 +414,14 @@ def cmd_generate_shards(args: argparse.Namespace) -> None:
 
     params = _params(args)
     catalog = _catalog(args, params)
-    if args.sample_tools:
+    sample: dict = {}
+    if args.sample_tools:  # recorded in the shard meta: the shard-store test re-derives the prompts from it
         from toolret.catalog.synthetic import sample_tools
 
         catalog = sample_tools(catalog, args.sample_tools, args.sample_seed)
+        sample = {"source_catalog": catalog.provenance["source"], "sample_tools": catalog.provenance["sample_tools"]}
     prompts, sampling, llm, provenance = generation_job(args.job)(catalog, params, args.n)
-    if args.sample_tools:  # which tools: the shard store test re-derives the prompts from it
-        provenance = {**provenance, "source_catalog": catalog.provenance["source"],
-                      "sample_tools": catalog.provenance["sample_tools"]}
+    provenance = {**provenance, **sample}
     gen = llm.generator
     store = gen.store
 

@@ -70,16 +70,19 @@ def pooled_rows(runs: Path, members: Sequence[str], metric: str = "comp@5") -> l
     the pooled pairs; ``n`` is their number."""
     rows: list[dict[str, Any]] = []
     variants = {run: read_variants(runs / run / "qta") or {} for run in members}
-    names = sorted({name for v in variants.values() for name in v})
-    for name in names:
+    read: dict[str, dict[str, dict[str, Any]]] = {}  # row -> "<run>/<query>" -> record; each file read once
+
+    def pooled(row: str) -> dict[str, dict[str, Any]]:
+        if row not in read:
+            read[row] = {f"{run}/{q}": r for run in members if row in variants[run]
+                         for q, r in per_query(runs / run / "qta", row).items()}
+        return read[row]
+
+    for name in sorted({name for v in variants.values() for name in v}):
         base = next((v[name].get("baseline") for v in variants.values() if name in v), None)
         if not base or base == name:
             continue
-        a, b = {}, {}
-        for run in members:
-            if name in variants[run] and base in variants[run]:
-                a.update({f"{run}/{q}": r for q, r in per_query(runs / run / "qta", name).items()})
-                b.update({f"{run}/{q}": r for q, r in per_query(runs / run / "qta", base).items()})
+        a, b = pooled(name), pooled(base)
         test = paired(a, b, metric)
         if test is None:
             continue
