@@ -60,6 +60,21 @@ def fake_generator_cls():
 
 
 @pytest.fixture
+def counting_encoder_cls():
+    """A :class:`BagOfWordsEncoder` that records every text it encodes (``.texts``)."""
+
+    class CountingEncoder(BagOfWordsEncoder):
+        def __init__(self) -> None:
+            self.texts: list[str] = []
+
+        def encode(self, texts, show_progress: bool = False):
+            self.texts.extend(texts)
+            return super().encode(texts)
+
+    return CountingEncoder
+
+
+@pytest.fixture
 def bow_encoder():
     from toolret.methods.reinvoke.components import MemoEncoder
 

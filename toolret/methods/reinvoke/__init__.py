@@ -19,8 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from toolret.methods.reinvoke.config import ReInvokeSection
-from toolret.registry import (BuildContext, Component, Method, NamedPipeline, Section, StageTemplate, in_git,
-                              loads, register_method)
+from toolret.registry import (BuildContext, CliCommand, Component, Method, NamedPipeline, Section, StageTemplate,
+                              in_git, loads, register_method)
 from toolret.stages import ablation_grid
 
 ARTIFACTS = "reinvoke"  # data/reinvoke/<dataset>/{synthetic_queries,intents,hyde}.jsonl
@@ -65,6 +65,12 @@ def _rewriter(kind: str):
     return build
 
 
+def _tool_vectors_arguments(parser) -> None:
+    from toolret.methods.reinvoke.tool_vectors import tool_vectors_arguments
+
+    tool_vectors_arguments(parser)
+
+
 PIPELINES = ("reinvoke", "reinvoke-bm25", "hyde")
 _LLM = ("reinvoke",)
 _GENERATED = ("data/reinvoke/${item.dataset}/synthetic_queries.jsonl", "data/reinvoke/${item.dataset}/intents.jsonl",
@@ -102,6 +108,10 @@ METHOD = register_method(Method(
         NamedPipeline("hyde", "hyde-docs+dense", "HyDE baseline (dense)"),
     ),
     report="toolret.methods.reinvoke.report:write_report",
+    cli=(CliCommand("reinvoke-tool-vectors",
+                    "write every tool's mean expanded-copy vector (committed, a fresh clone then encodes no copy)",
+                    run="toolret.methods.reinvoke.tool_vectors:tool_vectors_command",
+                    arguments=_tool_vectors_arguments, source=True),),
     generation_jobs={
         "reinvoke-queries": "toolret.methods.reinvoke.generation:queries_job",
         "reinvoke-intents": "toolret.methods.reinvoke.generation:intents_job",
@@ -117,6 +127,17 @@ METHOD = register_method(Method(
             entry="toolret.cli:cmd_fit", components=("reinvoke-qgen",), deps=("data/curated/${item}",), params=_LLM,
             outs=in_git("data/reinvoke/${item}/synthetic_queries.jsonl",
                         "data/reinvoke/${item}/synthetic_queries.meta.json"),
+        ),
+        StageTemplate(
+            # no dep on the generation shards: the vectors are content-addressed (a tool whose copies changed
+            # misses and is encoded at index time), and the shard folder grows with every other job's shards
+            name="reinvoke_tool_vectors", order=45, costly=True, foreach="${reinvoke.tool_vector_datasets}",
+            only_if="reinvoke.tool_vector_datasets",
+            desc="Re-Invoke: every tool's mean expanded-copy vector (kept in git: a fresh clone encodes no copy)",
+            cmd="toolret reinvoke-tool-vectors --catalog data/curated/${item} --out data/reinvoke/tool-vectors/${item}.npz",
+            entry="toolret.methods.reinvoke.tool_vectors:tool_vectors_command", components=("reinvoke-qgen",),
+            deps=("data/curated/${item}",), params=("reinvoke", "dense"),
+            outs=in_git("data/reinvoke/tool-vectors/${item}.npz"),
         ),
         _rewrite_stage("intents", "reinvoke-intents", "intents the LLM extracts from each test query"),
         _rewrite_stage("hyde", "hyde-docs", "HyDE hypothetical tool documents of the test queries"),

@@ -38,9 +38,11 @@ class MemoEncoder:
     """Text -> embedding memo in front of ``DenseRetriever.encode``, optionally backed by a persistent
     :class:`EmbeddingStore` (processes and catalogues sharing a corpus share copy embeddings)."""
 
-    def __init__(self, dense, store: EmbeddingStore | None = None) -> None:
+    def __init__(self, dense, store: EmbeddingStore | None = None, fingerprint: str | None = None) -> None:
         self.dense = dense
         self.store = store
+        # the encoder's identity (``encoder_fingerprint``): which committed tool vectors it may read; None = none
+        self.fingerprint = fingerprint
         self._memo: dict[str, np.ndarray] = {}
         self.stats = {"encoded": 0, "from_store": 0}
 
@@ -50,8 +52,12 @@ class MemoEncoder:
         (``dense.embedding_cache``: default ``<cache home>/embeddings``; ``"off"``: memory only)."""
         from toolret.retrieval.dense import DenseConfig, DenseRetriever
 
+        from toolret.retrieval.embedding_store import encoder_fingerprint
+
         dense_config = dense_config or DenseConfig()
-        return cls(DenseRetriever(dense_config), dense_config.store())
+        store = dense_config.store()
+        return cls(DenseRetriever(dense_config), store,
+                   store.folder.name if store is not None else encoder_fingerprint(dense_config))
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         missing = list(dict.fromkeys(t for t in texts if t not in self._memo))
@@ -104,13 +110,16 @@ class ReInvokeIndex:
         artifact: the synthetic-query JSONL (``fit`` writes it; ``index`` reads it).
         synthetic: synthetic-query records already in memory (instead of the artifact).
         encoder: a shared :class:`MemoEncoder`.
+        tool_vectors: committed per-tool mean vectors (:class:`tool_vectors.ToolVectors`); default: those
+            under ``config.tool_vectors`` made by the dense backbone's encoder (mean aggregation only).
     """
 
     name = "reinvoke-qgen"
 
     def __init__(self, config: ReInvokeConfig | None = None, backbone: str = "dense", *, dense_config=None,
                  bm25_config=None, llm: LazyLLM | None = None, artifact: str | Path | None = None,
-                 synthetic: Sequence[dict] | None = None, encoder: MemoEncoder | None = None) -> None:
+                 synthetic: Sequence[dict] | None = None, encoder: MemoEncoder | None = None,
+                 tool_vectors=None) -> None:
         if backbone not in ("dense", "bm25"):
             raise ValueError(f"backbone must be dense or bm25, got {backbone!r}")
         self.config = config or ReInvokeConfig()
@@ -120,6 +129,7 @@ class ReInvokeIndex:
         self.artifact = Path(artifact) if artifact else None
         self._synthetic = list(synthetic) if synthetic is not None else None
         self._encoder = encoder
+        self._tool_vectors = tool_vectors
         self._engine = None
         self.tool_ids: list[str] = []
         self.owner = np.zeros(0, dtype=np.int64)
@@ -203,12 +213,64 @@ class ReInvokeIndex:
         from toolret.retrieval.dense import DenseRetriever
 
         self._engine = DenseRetriever(self.dense_config)  # only its faiss index is used; encoding goes via the memo
-        emb = self.encoder.encode(texts)
         if cfg.aggregation == "mean":  # one vector per tool: IP with it == mean of copy cosines
             n = len(self.tool_ids)
-            self._engine.index_embeddings([str(t) for t in range(n)], aggregate_embeddings(emb, self.owner, n))
+            self._engine.index_embeddings([str(t) for t in range(n)], self.mean_vectors(texts))
         else:
-            self._engine.index_embeddings(copy_ids, emb)
+            self._engine.index_embeddings(copy_ids, self.encoder.encode(texts))
+
+    def stored_tool_vectors(self):
+        """The committed tool vectors of this backbone's encoder (``None``: switched off or none there)."""
+        if self._tool_vectors is None and self.config.tool_vectors != "off":
+            from toolret.methods.reinvoke.tool_vectors import ToolVectors
+            from toolret.paths import under_project
+
+            root = under_project(self.config.tool_vectors)
+            fingerprint = self.encoder.fingerprint  # an encoder of unknown identity reads none
+            if fingerprint is not None and root.is_dir() and any(root.glob("*.npz")):
+                self._tool_vectors = ToolVectors(root, fingerprint)
+        return self._tool_vectors
+
+    def mean_vectors(self, texts: Sequence[str]) -> np.ndarray:
+        """Each tool's mean copy embedding: committed vectors where the copies match, the rest encoded."""
+        from toolret.methods.reinvoke.tool_vectors import copy_groups
+
+        n = len(self.tool_ids)
+        groups = copy_groups(texts, self.owner, n)
+        store = self.stored_tool_vectors()
+        stored = store.get(groups) if store is not None else {}
+        missing = [t for t in range(n) if t not in stored]
+        if store is not None:
+            self.stats["tool_vectors"] = {"stored": len(stored), "encoded_tools": len(missing)}
+        if not missing:
+            return np.stack([stored[t] for t in range(n)]).astype(np.float32)
+        sub_owner = np.repeat(np.arange(len(missing)), [len(groups[t]) for t in missing])
+        encoded = aggregate_embeddings(self.encoder.encode([c for t in missing for c in groups[t]]), sub_owner,
+                                       len(missing))
+        out = np.zeros((n, encoded.shape[1]), dtype=np.float32)
+        out[missing] = encoded
+        for t, v in stored.items():
+            out[t] = v
+        return out
+
+    def write_tool_vectors(self, tool_ids: Sequence[str], documents: Sequence[str], out: str | Path,
+                           meta: dict[str, Any] | None = None) -> Path:
+        """Encode every tool's copies and write their mean vectors (:mod:`tool_vectors`) to ``out``."""
+        from toolret.methods.reinvoke.tool_vectors import copy_groups, write_vector_file
+
+        if self.backbone != "dense" or self.encoder.fingerprint is None:
+            raise ValueError("tool vectors are mean copy embeddings of an identified encoder: a dense backbone "
+                             "whose encoder has a fingerprint")
+        cfg = self.config
+        texts, owner, _ = build_copies(documents, self.synthetic_queries(tool_ids, documents), cfg.expansion,
+                                       cfg.n_queries)
+        n = len(tool_ids)
+        vectors = aggregate_embeddings(self.encoder.encode(texts), owner, n)
+        self.stats["encoder"] = dict(self.encoder.stats)
+        encoder = self.dense_config.model if self.dense_config is not None else None
+        return write_vector_file(out, self.encoder.fingerprint, tool_ids, copy_groups(texts, owner, n), vectors,
+                                 {"encoder": encoder, "n_queries": cfg.n_queries, "expansion": cfg.expansion,
+                                  "llm_model": cfg.llm_model, "n_copies": len(texts), **(meta or {})})
 
     @property
     def n_copies(self) -> int:

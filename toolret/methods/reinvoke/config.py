@@ -55,6 +55,9 @@ class ReInvokeConfig(StrictModel):
             at ``llm_base_url`` (``null`` = ``$TOOLRET_LLM_BASE_URL``), ``llm_batch_size`` requests in flight.
         llm_batch_size, llm_num_threads, llm_device: backend settings (num_threads None = $TOOLRET_LLM_THREADS
             or all CPUs, fastest on an idle box; 1 is much faster on a shared, loaded 2-core box).
+        tool_vectors: the folder of committed per-tool mean copy vectors (:mod:`tool_vectors`; written by
+            ``toolret reinvoke-tool-vectors``), read at index time with ``aggregation: mean`` so that tools whose
+            copies match encode nothing; ``off``: always encode the copies.
         cache_dir: where the LLM JSONL cache lives (default ``<cache home>/llm``, outside the work tree).
             Embeddings of expanded copies persist in the dense backbone's store (``dense.embedding_cache``).
     """
@@ -77,6 +80,7 @@ class ReInvokeConfig(StrictModel):
     llm_batch_size: int = 64
     llm_num_threads: int | None = None
     llm_device: str = "cpu"
+    tool_vectors: str = "data/reinvoke/tool-vectors"
     cache_dir: str | None = None
 
     @model_validator(mode="after")
@@ -91,4 +95,7 @@ class ReInvokeSection(ReInvokeConfig, ComponentSection):
     which paper column each dataset is reported against (``toolret report --ablations``)."""
 
     ablations: dict[str, GridVariant] = Field(default_factory=dict)
+    # datasets whose tools' mean copy vectors are committed (stage reinvoke_tool_vectors); one per corpus suffices:
+    # the vectors are content-addressed, so catalogues sharing tools share them
+    tool_vector_datasets: list[str] = Field(default_factory=list)
     paper_columns: dict[str, str] = Field(default_factory=dict)  # dataset -> single-tool|multi-tool|I1|I2|I3
