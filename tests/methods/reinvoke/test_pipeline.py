@@ -238,3 +238,23 @@ def test_round_trip_consistency_counts_own_tool_hits():
     rt = round_trip_consistency(recs, r, ks=(1, 3))
     # "weather in rain" shares no term with c's document: c is no result at any depth
     assert rt["n_queries"] == 3 and abs(rt["recall@1"] - 2 / 3) < 1e-9 and abs(rt["recall@3"] - 2 / 3) < 1e-9
+
+
+def test_round_trip_runs_in_the_fit_stage_only(tmp_path, project, fake_generator_cls, counting_encoder_cls):
+    """The round-trip diagnostic (Table 4) encodes every synthetic query: the fit stage (``toolret fit --out``)
+    computes it; an evaluation that writes the artifact on the way (e.g. from committed shards) does not."""
+    from toolret.config import load_params
+    from toolret.methods.reinvoke.components import MemoEncoder
+    from toolret.registry import BuildContext, build_component
+
+    proj, catalog, _ = project
+    params = load_params()
+    for model, expect_round_trip in ((None, False), (str(tmp_path / "stage" / "synthetic_queries.jsonl"), True)):
+        index = build_component("reinvoke-qgen", BuildContext(catalog, params, model=model))
+        index.llm = _fake_llms(index.config, tmp_path, fake_generator_cls)[0]
+        encoder = counting_encoder_cls()
+        index._encoder = MemoEncoder(encoder)
+        index.fit(catalog)
+        meta = json.loads(meta_path(index.artifact).read_text())
+        assert ("round_trip" in meta) is expect_round_trip
+        assert (len(encoder.texts) > 0) is expect_round_trip  # the diagnostic is the only encoding in fit

@@ -45,8 +45,9 @@ def _index(backbone: str):
 
         cfg = _config(ctx)
         artifact = Path(ctx.model) if ctx.model else _generated(ctx, cfg, "synthetic_queries")
+        # the round-trip diagnostic only where the fit stage names its artifact (``toolret fit --out``)
         return ReInvokeIndex(cfg, backbone, dense_config=ctx.params.dense, bm25_config=ctx.params.bm25,
-                             llm=LazyLLM(cfg), artifact=artifact)
+                             llm=LazyLLM(cfg), artifact=artifact, round_trip=bool(ctx.model))
 
     return build
 

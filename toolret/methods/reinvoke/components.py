@@ -110,6 +110,8 @@ class ReInvokeIndex:
         artifact: the synthetic-query JSONL (``fit`` writes it; ``index`` reads it).
         synthetic: synthetic-query records already in memory (instead of the artifact).
         encoder: a shared :class:`MemoEncoder`.
+        round_trip: ``fit`` adds the round-trip diagnostic (paper Table 4; it encodes every synthetic query) to
+            the artifact's meta -- the fit stage does; an evaluation materialising the artifact does not.
         tool_vectors: committed per-tool mean vectors (:class:`tool_vectors.ToolVectors`); default: those
             under ``config.tool_vectors`` made by the dense backbone's encoder (mean aggregation only).
     """
@@ -119,7 +121,7 @@ class ReInvokeIndex:
     def __init__(self, config: ReInvokeConfig | None = None, backbone: str = "dense", *, dense_config=None,
                  bm25_config=None, llm: LazyLLM | None = None, artifact: str | Path | None = None,
                  synthetic: Sequence[dict] | None = None, encoder: MemoEncoder | None = None,
-                 tool_vectors=None) -> None:
+                 tool_vectors=None, round_trip: bool = True) -> None:
         if backbone not in ("dense", "bm25"):
             raise ValueError(f"backbone must be dense or bm25, got {backbone!r}")
         self.config = config or ReInvokeConfig()
@@ -130,6 +132,7 @@ class ReInvokeIndex:
         self._synthetic = list(synthetic) if synthetic is not None else None
         self._encoder = encoder
         self._tool_vectors = tool_vectors
+        self.compute_round_trip = round_trip
         self._engine = None
         self.tool_ids: list[str] = []
         self.owner = np.zeros(0, dtype=np.int64)
@@ -153,7 +156,8 @@ class ReInvokeIndex:
         from toolret.methods.reinvoke.artifacts import build_synthetic_queries
 
         self._synthetic, meta = build_synthetic_queries(catalog, self.config, llm=self.llm)
-        meta["round_trip"] = self.round_trip(catalog)
+        if self.compute_round_trip:
+            meta["round_trip"] = self.round_trip(catalog)
         write_jsonl(self.artifact, self._synthetic, meta)
 
     def round_trip(self, catalog: Catalog) -> dict[str, Any]:
