@@ -39,3 +39,11 @@ def test_a_run_left_out_contributes_no_pairs(tmp_path):
     _grid(tmp_path / "f1" / "qta", {"dense": {"q1": 1.0}, "qta": {"q1": 0.0}}, {"qta": "dense"})
     (row,) = pooled_rows(tmp_path, ["f1"])
     assert row["n"] == 1 and row["mean"] == 0.0 and row["baseline_mean"] == 1.0
+
+
+def test_copy_counts_come_from_the_rows_rewriter_stats():
+    from toolret.methods.qta.report import _copies
+
+    assert _copies({"qta-rewriter": {"llm_outputs": 0, "copies_query": 3, "rewritten_queries": 80}}) == "3 / 80"
+    assert _copies({"qta-base": {"llm_outputs": 80}}) == "-"  # a summary from before the count
+    assert _copies({}) == "-"  # dense: no rewriter

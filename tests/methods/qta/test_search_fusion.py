@@ -35,3 +35,15 @@ def test_the_query_and_its_rewrite_are_fused_by_reciprocal_rank():
     assert got.ranked_ids(1)[0] == bm25.search(["hotels in rome"], 4).ranked_ids(0)[0]
     plain = Pipeline(_bm25(), QTARewriter(QTAConfig(), outputs=stored)).search(queries, 4, ["a", "b"])
     assert plain.ranked_ids(0)[0] == "movies"  # the paper's search: the rewrite alone
+
+
+def test_rewrites_that_copy_the_query_are_counted_once_per_query():
+    """Issue 27 reports how many test rewrites copy the query: a rewrite equal to its query (surrounding
+    whitespace aside) counts, a fallback to the query (unusable output) does not, a repeated query counts once."""
+    stored = {"forecast for paris": {"rewrite": " forecast for paris\n", "fallback": False},
+              "hotels in rome": {"rewrite": "find hotels near rome", "fallback": False},
+              "flights to oslo": {"rewrite": "flights to oslo", "fallback": True}}
+    rw = QTARewriter(QTAConfig(), outputs=stored)
+    rw.rewrite(["forecast for paris", "hotels in rome"])
+    rw.rewrite(["forecast for paris", "flights to oslo"])
+    assert rw.stats["copies_query"] == 1 and rw.stats["rewritten_queries"] == 3

@@ -29,6 +29,11 @@ from toolret.methods.qta.config import QTAConfig
 from toolret.methods.qta.generation import QTALLM, adapter_sha, rewrite_queries
 
 
+def copies_query(query: str, record: dict) -> bool:
+    """A usable rewrite that is its query verbatim (surrounding whitespace aside); a fallback is not one."""
+    return not record.get("fallback") and record["rewrite"].strip() == query.strip()
+
+
 class QTARewriter:
     """The QTA rewriter. ``adapter_root``: the adapter artifact folder (``None``: the zero-shot base LLM).
 
@@ -66,6 +71,7 @@ class QTARewriter:
         self.model_folder = model_folder
         self.frozen = frozen  # adapters come from elsewhere (cross-dataset): fit never trains
         self.stats: dict[str, Any] = {"llm_outputs": 0, "fallback": 0, "fallback_reasons": {}}
+        self._served: set[str] = set()  # queries rewritten so far (stats: how many rewrites copy their query)
 
     # ------------------------------------------------------------------ artifacts
     @property
@@ -170,6 +176,9 @@ class QTARewriter:
                     self.stats["fallback"] += 1
                     reasons[rec["reason"]] += 1
             self.stats["fallback_reasons"] = dict(reasons)
+        self._served.update(texts)
+        self.stats["rewritten_queries"] = len(self._served)
+        self.stats["copies_query"] = sum(copies_query(t, self._outputs[t]) for t in self._served)
         return [self._outputs[t] for t in texts]
 
     def rewrite(self, queries: Sequence[str]) -> list[list[str]]:

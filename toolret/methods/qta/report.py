@@ -21,11 +21,17 @@ from toolret.grid_report import (ci_cell, format_p, mean_ci, p_value, paired, pa
 METRICS = ("comp@5", "comp@10", "ndcg@5")
 
 
+def _copies(components: dict[str, Any]) -> str:
+    """``"copies / rewritten"`` from a row's rewriter stats (``-``: the row has no rewriter, or predates the count)."""
+    stats = next((v for v in components.values() if isinstance(v, dict) and "copies_query" in v), None)
+    return f"{stats['copies_query']} / {stats['rewritten_queries']}" if stats else "-"
+
+
 def run_section(runs: Path, run: str, artifacts: Path, models: Path) -> tuple[list[str], dict[str, Any]]:
     variants = read_variants(runs / run / "qta")
     lines = [f"### {run}", "", "| row | n | " + " | ".join(f"{m} [95% CI]" for m in METRICS)
-             + " | Δ comp@5 vs dense | p comp@5 | p ndcg@5 |",
-             "|---|---|" + "---|" * len(METRICS) + "---|---|---|"]
+             + " | Δ comp@5 vs dense | p comp@5 | p ndcg@5 | test rewrites copying q |",
+             "|---|---|" + "---|" * len(METRICS) + "---|---|---|---|"]
     data: dict[str, Any] = {"variants": {}}
     for name, row in variants.items():
         cells = [ci_cell(row["metrics"], row["ci95"], m) for m in METRICS]
@@ -34,7 +40,8 @@ def run_section(runs: Path, run: str, artifacts: Path, models: Path) -> tuple[li
         n = row.get("components", {})
         result = read_json(runs / run / "qta" / f"{name}.json") or {}
         lines.append(f"| {name} | {result.get('n_queries', '')} | " + " | ".join(cells)
-                     + f" | {delta} | {format_p(p_value(row, 'comp@5'))} | {format_p(p_value(row, 'ndcg@5'))} |")
+                     + f" | {delta} | {format_p(p_value(row, 'comp@5'))} | {format_p(p_value(row, 'ndcg@5'))} | "
+                     + f"{_copies(n)} |")
         data["variants"][name] = {"metrics": {m: row["metrics"].get(m) for m in METRICS},
                                   "p_comp@5": p_value(row, "comp@5"), "p_ndcg@5": p_value(row, "ndcg@5"),
                                   "components": n}
