@@ -51,7 +51,6 @@ class MemoEncoder:
         """A memo over the dense backbone, persisted in the dense config's embedding store
         (``dense.embedding_cache``: default ``<cache home>/embeddings``; ``"off"``: memory only)."""
         from toolret.retrieval.dense import DenseConfig, DenseRetriever
-
         from toolret.retrieval.embedding_store import encoder_fingerprint
 
         dense_config = dense_config or DenseConfig()
