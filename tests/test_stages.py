@@ -93,3 +93,18 @@ def test_the_core_cleaning_stage_reads_no_retrievers_section():
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
     assert stages["clean"]["do"]["params"] == ["cleanup"]
     assert load_params(ROOT / "params.yaml").cleanup.tokenizer
+
+
+def test_a_synthetic_catalogue_reads_a_built_dataset_or_a_corpus_from_its_sources():
+    """A synthetic source among `datasets` is read as its curated catalogue; another named dataset (a corpus too
+    large to evaluate in `make run`, e.g. the 46,879-API environment) from its own source folders."""
+    params = load_params(ROOT / "params.yaml")
+    params = params.replace(synthetic={**params.model_dump()["synthetic"], "syn": {"source": "toolbench-g1-instruction"},
+                                       "env-syn": {"source": "toolbench-env-g1-instruction", "sample_tools": 50}})
+    stage = yaml.safe_load(render_dvc_yaml(params))["stages"]["synthesize"]
+    assert stage["foreach"]["syn"] == {"src0": "data/curated/toolbench-g1-instruction",
+                                       "src1": "data/curated/toolbench-g1-instruction"}
+    assert stage["foreach"]["env-syn"] == {"src0": "${source.root}/toolbench-stabletoolbench",
+                                           "src1": "${source.root}/toolbench-toolenv"}
+    assert stage["do"]["deps"][:3] == ["${item.src0}", "${item.src1}", "data/generations"]
+    assert "--catalog" not in stage["do"]["cmd"] and {"synthetic", "source", "cleanup"} <= set(stage["do"]["params"])

@@ -89,7 +89,9 @@ def cmd_catalog_clean(args: argparse.Namespace) -> None:
 
 
 def cmd_catalog_synthesize(args: argparse.Namespace) -> None:
-    """A training catalogue from a curated one and its committed per-tool generations (``synthetic.<name>``)."""
+    """A training catalogue from its source's tools and their committed per-tool generations (``synthetic.<name>``):
+    the source is a dataset's curated catalogue (``data/curated/<source>``) or, outside ``datasets``, a named
+    dataset loaded from its sources and cleaned."""
     from toolret.catalog.io import load_catalog, save_catalog
     from toolret.catalog.synthetic import stored_group_queries, stored_tool_queries, synthesize
     from toolret.catalog.validation import validate_catalog
@@ -98,7 +100,14 @@ def cmd_catalog_synthesize(args: argparse.Namespace) -> None:
     if args.name not in params.synthetic:
         raise CatalogError(f"no synthetic catalogue {args.name!r} in params.yaml (has {sorted(params.synthetic)})")
     spec = params.synthetic[args.name]
-    source = load_catalog(args.catalog)
+    if spec.source in params.datasets:
+        from toolret.paths import data_dir
+
+        source = load_catalog(data_dir() / "curated" / spec.source)
+    else:  # a corpus outside `datasets`: from its sources, cleaned over the whole corpus as its evaluations are
+        from toolret.catalog.cleanup import clean_catalog
+
+        source, _ = clean_catalog(_load_named(spec.source, params), **_cleanup_kwargs(params))
     if spec.sample_tools:
         from toolret.catalog.synthetic import sample_tools
 
@@ -528,10 +537,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--catalog", required=True)
     c.add_argument("--out", required=True)
     c.set_defaults(func=cmd_catalog_clean)
-    sy = cat.add_parser("synthesize", help="a training catalogue of LLM-written queries from a curated catalogue's "
-                        "committed per-tool generations (params.yaml synthetic.<name>; no LLM is run)")
+    sy = cat.add_parser("synthesize", help="a training catalogue of LLM-written queries from its source's committed "
+                        "per-tool generations (params.yaml synthetic.<name>; no LLM is run)")
     sy.add_argument("--name", required=True, help="the synthetic.<name> entry of params.yaml")
-    sy.add_argument("--catalog", required=True, help="the source curated catalogue (data/curated/<source>)")
     sy.add_argument("--out", required=True)
     sy.set_defaults(func=cmd_catalog_synthesize)
     se = cat.add_parser("select", help="a catalogue whose test split is a slice of another's judged queries (e.g. "

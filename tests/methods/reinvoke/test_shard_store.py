@@ -88,3 +88,46 @@ def test_every_committed_toolbench_shard_answers_a_current_prompt():
             checked += 1
     if not checked:
         pytest.skip("no committed ToolBench generation shards")
+
+
+def test_a_training_catalogue_over_a_corpus_is_built_from_its_sources_and_the_committed_shards(
+        tmp_path, monkeypatch, fake_generator_cls):
+    """`toolret catalog synthesize` over a source outside `datasets` (the 46,879-API environment at full size):
+    the corpus is loaded from its source folders and cleaned, the seeded tool sample the generation job wrote
+    for is drawn, and its queries come from the committed shards (no LLM); no test query is read."""
+    import yaml
+    from make_toolbench_env import write_toolbench_env_fixture
+
+    from toolret.catalog.io import load_catalog
+    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.synthetic import sample_tools
+    from toolret.cli import main
+    from toolret.config import load_params
+    from toolret.registry import generation_job
+
+    root = write_toolbench_env_fixture(tmp_path / "datasets")
+    monkeypatch.setenv("TOOLRET_PROJECT_DIR", str(tmp_path))
+    monkeypatch.setenv("TOOLRET_CACHE_HOME", str(tmp_path / "cache"))
+    spec = {"source": "toolbench-env-g1-tool", "n": 1, "sample_tools": 6, "seed": 5, "holdout_categories": 0.0,
+            "holdout_tools": 0.0, "dev_fraction": 0.0}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(
+        {"source": {"root": str(root)}, "datasets": [], "synthetic": {"env-syn": spec}}))
+    params = load_params(tmp_path / "params.yaml")
+    corpus = load_dataset("toolbench-env-g1-tool", root=root)
+    sampled = sample_tools(corpus, 6, seed=5)  # what `generate-shards --sample-tools 6 --sample-seed 5` writes for
+    prompts, sampling, llm, provenance = generation_job("reinvoke-queries")(sampled, params, 1)
+    fake = fake_generator_cls(lambda text, j: f"please run tool {abs(hash(text)) % 10**8} ({j})")
+    run_durable(llm.generator.store, "reinvoke-queries", prompts, sampling,
+                CachedGenerator(fake, tmp_path / "machine-a.jsonl"), provenance)
+    assert fake.calls == 6
+
+    assert main(["catalog", "synthesize", "--name", "env-syn", "--out", str(tmp_path / "env-syn")]) == 0
+    built = load_catalog(tmp_path / "env-syn")
+    assert [t.id for t in built.tools] == [t.id for t in sampled.tools] and len(corpus.tools) > 6
+    assert "cleaned" in built.doc_variants()  # cleaned over the whole corpus, as its evaluations are
+    test_texts = {q.text for q in corpus.queries}
+    assert len(built.queries) == 6 and not test_texts & {q.text for q in built.queries}
+    assert all(q.text.startswith("please run") for q in built.queries)
+    assert {t for q in built.queries for t in built.gold(q.id)} == {t.id for t in sampled.tools}
+    assert built.provenance["source"] == "toolbench-env-g1-tool-sample6"
+    assert built.provenance["spec"]["sample_tools"] == 6 and built.provenance["spec"]["seed"] == 5

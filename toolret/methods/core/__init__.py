@@ -27,6 +27,16 @@ def catalog_source_deps(params: Any, dataset: str) -> tuple[str, ...]:
     return (str(beir[dataset]),) if dataset in beir else (dataset,)
 
 
+def synthetic_source_deps(params: Any, name: str) -> tuple[str, ...]:
+    """What a synthetic training catalogue is made from, as DVC deps: its source's curated catalogue where the
+    source is among ``datasets``, else the source's raw folders (a corpus the stage loads and cleans itself)."""
+    source = param_value(params, "synthetic")[name]
+    source = source["source"] if isinstance(source, dict) else source.source
+    if source in (param_value(params, "datasets") or []):
+        return (f"data/curated/{source}",)
+    return catalog_source_deps(params, source)
+
+
 METHOD = register_method(Method(
     name="core",
     description="the core stages: catalogues, cleaning, synthetic training catalogues, params.methods and dense-ft "
@@ -52,10 +62,9 @@ METHOD = register_method(Method(
             desc="Training catalogue of LLM-written queries from a curated catalogue's committed per-tool "
                  "generations (held-out categories and tools for unseen dev queries; no LLM runs, no test query "
                  "is read)",
-            cmd="toolret catalog synthesize --name ${key} --catalog data/curated/${item.source} "
-                "--out data/curated/${key}",
-            entry="toolret.cli:cmd_catalog_synthesize", deps=("data/curated/${item.source}", "data/generations"),
-            params=("synthetic",), outs=("data/curated/${key}",),
+            cmd="toolret catalog synthesize --name ${key} --out data/curated/${key}",
+            entry="toolret.cli:cmd_catalog_synthesize", item_deps=synthetic_source_deps, deps=("data/generations",),
+            params=("synthetic", "source", "cleanup"), outs=("data/curated/${key}",),
         ),
         StageTemplate(
             name="select", order=27, foreach="${selections}", only_if="selections",
