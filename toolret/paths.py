@@ -92,5 +92,18 @@ def project_path(value: str | os.PathLike) -> Path:
     return inside if inside.exists() else path
 
 
-__all__ = ["PACKAGE_ROOT", "ConfigError", "data_dir", "portable_path", "project_dir", "project_path",
+def model_dir(training: str | os.PathLike, component: str) -> Path:
+    """Where ``component``'s artifact trained on ``training`` lives: ``data/models/<name>/<component>`` for a
+    named catalogue; a catalogue folder under ``data/curated`` keeps its sub-path (``data/curated/ablations/x``
+    -> ``data/models/ablations/x``, so an ablation's models sit beside each other); another folder by its name."""
+    path = Path(training)
+    if len(path.parts) > 1:
+        curated = (data_dir() / "curated").resolve()
+        folder = (path if path.is_absolute() else project_dir() / path).resolve()
+        if folder.is_relative_to(curated) and folder != curated:
+            return data_dir() / "models" / folder.relative_to(curated) / component
+    return data_dir() / "models" / path.name / component
+
+
+__all__ = ["PACKAGE_ROOT", "ConfigError", "data_dir", "model_dir", "portable_path", "project_dir", "project_path",
            "read_params_file", "under_project"]

@@ -38,10 +38,10 @@ def _dense_ft(ctx: BuildContext):
     """``ctx.model`` (default ``data/models/<training dataset>/dense-ft``, the training dataset being
     ``params.trained_on[dataset]`` or the dataset) is the fine-tune artifact folder; ``fit`` trains it on the
     training dataset's train split when absent and never modifies it when present."""
-    from toolret.paths import data_dir
+    from toolret.paths import model_dir
     from toolret.retrieval.finetuned import FinetunedDenseRetriever
 
-    folder = Path(ctx.model) if ctx.model else data_dir() / "models" / Path(ctx.training_name).name / "dense-ft"
+    folder = Path(ctx.model) if ctx.model else model_dir(ctx.training_name, "dense-ft")
     training = None
     if ctx.training_name != ctx.catalog.name:
         from toolret.catalog.registry import load_dataset_for

@@ -36,12 +36,11 @@ RERANK_M = (10, 30, 50)
 def artifact_dir(ctx: BuildContext) -> Path:
     """``--model`` if given, else ``data/models/<toolrerank.train_dataset>/toolrerank`` (the catalogue's
     own name when no training dataset is configured)."""
-    from toolret.paths import data_dir
+    from toolret.paths import model_dir
 
     if ctx.model:
         return Path(ctx.model)
-    name = ctx.params.toolrerank.train_dataset or ctx.catalog.name
-    return data_dir() / "models" / Path(name).name / "toolrerank"
+    return model_dir(ctx.params.toolrerank.train_dataset or ctx.catalog.name, "toolrerank")
 
 
 def _trainer(ctx: BuildContext, artifact: Path):

@@ -105,11 +105,10 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, note
     from toolret.catalog.registry import load_dataset
     from toolret.methods.toolrerank.classifier import QueryTypeClassifier
     from toolret.methods.toolrerank.training import artifact_complete, read_report, read_seen
-    from toolret.paths import data_dir, project_dir
+    from toolret.paths import model_dir, project_dir
 
     section = params.toolrerank
-    train_name = Path(section.train_dataset or "").name
-    artifact = data_dir() / "models" / train_name / "toolrerank"
+    artifact = model_dir(section.train_dataset or "", "toolrerank")
     seen = read_seen(artifact, section.seen_level)
     classifier = QueryTypeClassifier.load(artifact) if artifact_complete(artifact) else None
     p = params
