@@ -55,11 +55,29 @@ def test_a_stage_with_only_if_exists_only_where_its_param_is_non_empty():
     import yaml as _yaml
 
     params = load_params(ROOT / "params.yaml")
-    assert params.toolrerank_datasets, "the project evaluates ToolRerank somewhere"
+    assert params.toolrerank.train_datasets, "the project trains a reranker somewhere"
     with_it = _yaml.safe_load(render_dvc_yaml(params))["stages"]
-    without = _yaml.safe_load(render_dvc_yaml(params.replace(toolrerank_datasets=[])))["stages"]
+    none = params.replace(toolrerank={**params.toolrerank.model_dump(), "train_datasets": []})
+    without = _yaml.safe_load(render_dvc_yaml(none))["stages"]
     assert "toolrerank_train" in with_it and "toolrerank_train" not in without
     assert set(with_it) - set(without) == {"toolrerank_train"}
+
+
+def test_a_reranker_is_trained_per_training_catalogue_and_train_dataset_picks_the_one_read():
+    """toolrerank_train@<catalogue> for each of toolrerank.train_datasets (the 2,479-API and the 46,879-API
+    training catalogues); `train_dataset` only chooses which artifact the pipelines read, so changing it
+    retrains nothing."""
+    params = load_params(ROOT / "params.yaml")
+    stage = yaml.safe_load(render_dvc_yaml(params))["stages"]["toolrerank_train"]
+    assert stage["foreach"] == "${toolrerank.train_datasets}"
+    body = stage["do"]
+    assert "--catalog data/curated/${item}" in body["cmd"] and "--out data/models/${item}/toolrerank" in body["cmd"]
+    assert "--set toolrerank.train_dataset=${item}" in body["cmd"]
+    assert {"data/curated/${item}", "data/models/${item}/dense-ft"} <= set(body["deps"])
+    assert "toolrerank.train_dataset" not in body["params"] and "toolrerank.max_length" in body["params"]
+    assert params.toolrerank.train_dataset in params.toolrerank.train_datasets
+    assert {"toolbench-synthetic", "toolbench-env-synthetic"} <= set(params.toolrerank.train_datasets)
+    assert set(params.toolrerank.train_datasets) <= set(params.finetune_datasets)  # each reads its dense-ft
 
 
 def test_dense_ft_is_trained_per_training_catalogue_and_evaluated_per_benchmark():

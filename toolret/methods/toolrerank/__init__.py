@@ -9,8 +9,9 @@ Its :data:`METHOD` (see :mod:`toolret.registry`) holds:
   ``rerank-50`` = ``<first stage>+ce-topM``, the first stage being ``toolrerank.first_stage`` (the
   retriever that mined the training negatives and fed the dev grid; ``--set toolrerank.first_stage=bm25``
   changes all three);
-- the ``toolrerank:`` params section (:class:`config.ToolRerankSection`) and its stages: training on
-  ``toolrerank.train_dataset`` (costly; the artifact is kept in git), and on every dataset of
+- the ``toolrerank:`` params section (:class:`config.ToolRerankSection`) and its stages: training on each
+  catalogue of ``toolrerank.train_datasets`` (costly; the artifacts are kept in git; ``train_dataset`` picks
+  the one the pipelines read), and on every dataset of
   ``toolrerank_datasets`` the ``toolrerank`` pipeline's index / evaluation and the evaluation grid
   (``toolrerank.ablations``, costly: ``make paper``);
 - the subcommand ``toolret reranker-separation`` (:mod:`diagnostics`: does the trained cross-encoder separate
@@ -131,15 +132,17 @@ METHOD = register_method(Method(
                     arguments=_separation_arguments, source=True),),
     stages=(
         StageTemplate(
-            name="toolrerank_train", order=32, costly=True, trains=True, only_if="toolrerank_datasets",
-            desc="ToolRerank artifact: cross-encoder trained on the train split (gold + first-stage hard negatives + "
-                 "in-batch or random negatives), query-type classifier, m_s/m_u/tau_s/tau_m/n selected on the dev "
-                 "split",
-            cmd="toolret fit --method toolrerank-ce --catalog data/curated/${toolrerank.train_dataset} --out "
-                + _ARTIFACT,
+            name="toolrerank_train", order=32, costly=True, trains=True, foreach="${toolrerank.train_datasets}",
+            only_if="toolrerank.train_datasets",
+            desc="ToolRerank artifact of one training catalogue: cross-encoder trained on its train split (gold + "
+                 "first-stage hard negatives + in-batch or random negatives), query-type classifier, "
+                 "m_s/m_u/tau_s/tau_m/n selected on its dev split",
+            cmd="toolret fit --method toolrerank-ce --catalog data/curated/${item} --out data/models/${item}/toolrerank "
+                "--set toolrerank.train_dataset=${item}",
             entry="toolret.cli:cmd_fit", components=("toolrerank",),
-            deps=("data/curated/${toolrerank.train_dataset}", _FIRST_STAGE_MODEL), params=_TRAIN_PARAMS,
-            outs=in_git(_ARTIFACT),
+            deps=("data/curated/${item}", "data/models/${item}/dense-ft"),
+            params=tuple(p for p in _TRAIN_PARAMS if p != "toolrerank.train_dataset"),
+            outs=in_git("data/models/${item}/toolrerank"),
         ),
         *index_and_evaluate(
             "toolrerank", foreach="${toolrerank_datasets}", names=("index_toolrerank", "evaluate_toolrerank"),

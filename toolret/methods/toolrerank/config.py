@@ -128,6 +128,9 @@ class ToolRerankSection(ToolRerankConfig, ComponentSection):
     """``params.yaml: toolrerank``: the component settings plus the ablation grid (``toolret evaluate-grid
     --grid toolrerank.ablations``) and which rows the report pairs against."""
 
+    # the training catalogues a reranker is trained on (stage toolrerank_train@<name> -> data/models/<name>/toolrerank,
+    # each over its own dense-ft); `train_dataset` chooses the artifact the pipelines read
+    train_datasets: list[str] = Field(default_factory=list)
     ablations: dict[str, GridVariant] = Field(default_factory=dict)
     # rows run on a dev catalogue that resembles the target (e.g. a training catalogue's multi-API dev requests,
     # `toolret catalog select`) to choose what the artifact's single-API dev grid cannot: score_views, ce_weight
