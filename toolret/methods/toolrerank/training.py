@@ -199,7 +199,9 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
         (tmp / REPORT).write_text(json.dumps(report, indent=1), encoding="utf-8")
         from toolret.artifact_key import write_key
 
-        write_key(tmp, artifact_key(config, params, catalog.name))
+        # the training data as `toolrerank.train_dataset` names it (a catalogue folder's path, not the name inside
+        # it): the identity every build of the component checks (toolret.methods.toolrerank._build)
+        write_key(tmp, artifact_key(config, params, config.train_dataset or catalog.name))
     shutil.rmtree(work, ignore_errors=True)
     return report
 
