@@ -69,15 +69,42 @@ def test_a_reranker_is_trained_per_training_catalogue_and_train_dataset_picks_th
     retrains nothing."""
     params = load_params(ROOT / "params.yaml")
     stage = yaml.safe_load(render_dvc_yaml(params))["stages"]["toolrerank_train"]
-    assert stage["foreach"] == "${toolrerank.train_datasets}"
+    assert list(stage["foreach"]) == params.toolrerank.train_datasets
     body = stage["do"]
-    assert "--catalog data/curated/${item}" in body["cmd"] and "--out data/models/${item}/toolrerank" in body["cmd"]
-    assert "--set toolrerank.train_dataset=${item}" in body["cmd"]
-    assert {"data/curated/${item}", "data/models/${item}/dense-ft"} <= set(body["deps"])
+    assert "--catalog data/curated/${key}" in body["cmd"] and "--out data/models/${key}/toolrerank" in body["cmd"]
+    assert "--set toolrerank.train_dataset=${key}" in body["cmd"]
+    assert {"data/curated/${key}", "${item.src0}"} <= set(body["deps"])
     assert "toolrerank.train_dataset" not in body["params"] and "toolrerank.max_length" in body["params"]
     assert params.toolrerank.train_dataset in params.toolrerank.train_datasets
     assert {"toolbench-synthetic", "toolbench-env-synthetic"} <= set(params.toolrerank.train_datasets)
-    assert set(params.toolrerank.train_datasets) <= set(params.finetune_datasets)  # each reads its dense-ft
+    for name in params.toolrerank.train_datasets:  # each reads a dense-ft a stage trains
+        assert params.trained_on.get(name, name) in params.finetune_datasets
+
+
+def test_a_reranker_trained_on_a_filtered_catalogue_mines_with_the_dense_ft_its_trained_on_entry_names():
+    """A training catalogue whose `trained_on` entry names another (the filtered catalogue -> the unfiltered
+    one) depends on that one's dense-ft -- the model its first stage reads -- and gets no dense-ft evaluation
+    of its own (it has no test split); the evaluations' deps follow the evaluated datasets' first stage."""
+    params = load_params(ROOT / "params.yaml").replace(
+        toolrerank_datasets=["toolbench-g1-tool"],
+        trained_on={"toolbench-g1-tool": "toolbench-synthetic", "toolbench-synthetic-filtered": "toolbench-synthetic",
+                    "toolbench-synthetic-multidev": "toolbench-synthetic"})
+    unfiltered = params.synthetic["toolbench-synthetic"].model_dump()
+    params = params.replace(synthetic={**{k: v.model_dump() for k, v in params.synthetic.items()},
+                                       "toolbench-synthetic-filtered": {**unfiltered, "filter": "bm25"}})
+    params = params.replace(toolrerank={**params.toolrerank.model_dump(), "train_dataset": "toolbench-synthetic-filtered",
+                                        "train_datasets": ["toolbench-synthetic-filtered", "toolbench-env-synthetic"]})
+    stages = yaml.safe_load(render_dvc_yaml(params))["stages"]
+    train = stages["toolrerank_train"]["foreach"]
+    assert train["toolbench-synthetic-filtered"]["src0"] == "data/models/toolbench-synthetic/dense-ft"
+    assert train["toolbench-env-synthetic"]["src0"] == "data/models/toolbench-env-synthetic/dense-ft"
+    assert stages["index_ft"]["foreach"] == stages["evaluate_ft"]["foreach"] == {
+        "toolbench-g1-tool": "toolbench-synthetic", "toolbench-synthetic-multidev": "toolbench-synthetic"}
+    for name in ("toolrerank_ablations", "index_toolrerank"):
+        deps = stages[name]["do"]["deps"]
+        assert "data/models/toolbench-synthetic/dense-ft" in deps, name
+        assert not any("toolbench-synthetic-filtered/dense-ft" in d for d in deps), name
+    assert "data/models/toolbench-synthetic/dense-ft" in stages["toolrerank_dev_selection"]["deps"]
 
 
 def test_dense_ft_is_trained_per_training_catalogue_and_evaluated_per_benchmark():
@@ -88,7 +115,7 @@ def test_dense_ft_is_trained_per_training_catalogue_and_evaluated_per_benchmark(
         trained_on={"toollens": "toollens", "toolbench-g1-tool": "toolbench-synthetic"})
     stages = yaml.safe_load(render_dvc_yaml(params))["stages"]
     assert stages["finetune"]["foreach"] == "${finetune_datasets}"
-    assert stages["index_ft"]["foreach"] == stages["evaluate_ft"]["foreach"] == "${trained_on}"
+    assert stages["index_ft"]["foreach"] == stages["evaluate_ft"]["foreach"] == params.trained_on
     index = stages["index_ft"]["do"]
     assert "--catalog data/curated/${key}" in index["cmd"] and "--model data/models/${item}/dense-ft" in index["cmd"]
     assert {"data/curated/${key}", "data/models/${item}/dense-ft"} <= set(index["deps"])

@@ -158,6 +158,12 @@ class StageTemplate:
     folders). DVC cannot interpolate a list into ``deps``, so the stage is then written with a mapping
     ``foreach: {item: {src0: path, src1: path}}`` and deps ``${item.src0}`` ...; its ``cmd`` / ``outs``
     name the item ``${key}``. An item with fewer paths than the widest one repeats its last path.
+
+    ``keep(params, item)`` drops ``foreach`` items that get no stage (a ``trained_on`` entry naming a training
+    catalogue has no test split to evaluate); the kept list or mapping is then written out literally.
+    ``params_deps(params)``: deps read from params when ``dvc.yaml`` is generated (e.g. the dense-ft models
+    the evaluated datasets' first stage reads). Either way: regenerate ``dvc.yaml`` after editing those params
+    (``tests/test_stages.py`` checks it is current).
     """
 
     name: str
@@ -176,6 +182,8 @@ class StageTemplate:
     components_param: str | None = None  # ... or a params list naming them (e.g. "methods")
     only_if: str | None = None  # a params key (dotted); the stage is generated only where its value is non-empty
     item_deps: Callable[[Any, str], tuple[str, ...]] | None = None  # per-item deps (with a foreach)
+    keep: Callable[[Any, str], bool] | None = None  # the foreach items that get a stage (default: all)
+    params_deps: Callable[[Any], tuple[str, ...]] | None = None  # deps derived from params
     # the module whose code wrote the template (what importing it executes is a code dep of the stage): a
     # stage factory of toolret.stages names itself; empty = the module of the Method listing it
     module: str = ""

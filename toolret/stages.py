@@ -34,14 +34,25 @@ HEADER = """\
 # toolret/methods/core for the core stages) -- edit those, not this file; `make stages` regenerates it.
 # Code deps are the source files each stage's command imports (transitively). Dagster builds one asset
 # per stage item from this file and runs it with `dvc repro --single-item <stage>`. The catalog stage
-# lists params.yaml's `datasets` with their own source folders: regenerate after editing that list.
+# lists params.yaml's `datasets` with their own source folders, and some stages list items or deps read from
+# params (`trained_on`, `toolrerank`'s training catalogues and grids): regenerate after editing those.
 """
+
+
+def dense_ft_dep(params: Any, catalogue: str) -> str:
+    """The dense-ft a catalogue's learning components read (its ``trained_on`` entry, else its own), as a DVC
+    dep: ``data/models/<training>/dense-ft``."""
+    from toolret.paths import data_dir, model_dir
+
+    training = (param_value(params, "trained_on") or {}).get(catalogue, catalogue)
+    return (Path("data") / model_dir(training, "dense-ft").relative_to(data_dir())).as_posix()
 
 
 def index_and_evaluate(method: str, *, names: tuple[str, str], orders: tuple[int, int], index_desc: str,
                        evaluate_desc: str, foreach: str | None = None, matrix: dict[str, Any] | None = None,
                        components_param: str | None = None, options: str = "", deps: tuple[str, ...] = (),
-                       params: tuple[str, ...] = (), dataset: str = "${item}") -> tuple[StageTemplate, StageTemplate]:
+                       params: tuple[str, ...] = (), dataset: str = "${item}", keep: Any = None,
+                       params_deps: Any = None) -> tuple[StageTemplate, StageTemplate]:
     """The two stages that save a method's pipeline on each dataset of ``foreach`` (or each cell of
     ``matrix``) and evaluate it on the test split: ``toolret index --method <method><options>`` into
     ``data/indexes/<ds>/<method>`` (``deps``: the trained artifacts it reads; ``params``: the sections it
@@ -49,13 +60,14 @@ def index_and_evaluate(method: str, *, names: tuple[str, str], orders: tuple[int
     (index, evaluate) stage names and orders; ``dataset`` / ``method``: the evaluated dataset's and the
     method's variables (``${key}`` when ``foreach`` is a mapping whose values name something else, e.g. the
     training catalogue of ``trained_on``; ``${item.method}`` in a matrix, whose components are then the
-    params list ``components_param``). The templates name this module as the one that wrote them (a code dep
-    of the stages), not the method listing them."""
+    params list ``components_param``). ``keep``: the ``foreach`` items evaluated (:class:`StageTemplate`);
+    ``params_deps``: the index's deps read from params. The templates name this module as the one that wrote
+    them (a code dep of the stages), not the method listing them."""
     index = f"data/indexes/{dataset}/{method}"
     components = () if components_param else (method,)
-    loop = {"foreach": foreach, "matrix": matrix, "components_param": components_param}
+    loop = {"foreach": foreach, "matrix": matrix, "components_param": components_param, "keep": keep}
     return (StageTemplate(
-        name=names[0], order=orders[0], desc=index_desc, **loop,
+        name=names[0], order=orders[0], desc=index_desc, params_deps=params_deps, **loop,
         cmd=f"toolret index --catalog data/curated/{dataset} --method {method}{options} --out {index}",
         entry="toolret.cli:cmd_index", components=components,
         deps=(f"data/curated/{dataset}", *deps), params=params, outs=(index,), module=__name__,
@@ -71,7 +83,7 @@ def index_and_evaluate(method: str, *, names: tuple[str, str], orders: tuple[int
 
 def ablation_grid(method: str, *, grid: str, order: int, desc: str, components: tuple[str, ...],
                   deps: tuple[str, ...] = (), params: tuple[str, ...] = (), outs: tuple[str, ...] = (),
-                  costly: bool = False) -> StageTemplate:
+                  costly: bool = False, params_deps: Any = None) -> StageTemplate:
     """The stage evaluating every row of a method's params grid (``toolret evaluate-grid --grid <grid>``) on
     each dataset of ``<method>_datasets`` into ``data/runs/<ds>/<method>-ablations`` (``deps``: what it reads
     beside the curated catalogue; ``outs``: anything it writes beside the runs, e.g. the rows' models)."""
@@ -81,6 +93,7 @@ def ablation_grid(method: str, *, grid: str, order: int, desc: str, components: 
             f"--out data/runs/${{item}}/{method}-ablations",
         entry="toolret.cli:cmd_evaluate_grid", components=components, deps=("data/curated/${item}", *deps),
         params=params, outs=(f"data/runs/${{item}}/{method}-ablations", *outs), module=__name__,
+        params_deps=params_deps,
     )
 
 # ------------------------------------------------------------------------------ import graph
@@ -249,12 +262,21 @@ def param_value(params: Any, dotted: str) -> Any:
     return value
 
 
-def _foreach_items(t: StageTemplate, params: Any) -> dict[str, dict[str, str]]:
-    """``item_deps``: the ``foreach`` mapping ``{item: {src0: path, ...}}`` (see :class:`StageTemplate`)."""
+def _foreach_value(t: StageTemplate, params: Any) -> Any:
+    """The params list or mapping ``foreach`` names, less the items ``keep`` drops."""
     ref = t.foreach or ""
     if not (ref.startswith("${") and ref.endswith("}")):
-        raise ValueError(f"stage {t.name!r}: item_deps needs foreach to name a params list, got {ref!r}")
-    items = [str(i) for i in (param_value(params, ref[2:-1]) or [])]
+        raise ValueError(f"stage {t.name!r}: item_deps / keep need foreach to name a params list, got {ref!r}")
+    value = param_value(params, ref[2:-1]) or []
+    keep = t.keep or (lambda _params, _item: True)
+    if isinstance(value, dict):
+        return {str(k): v for k, v in value.items() if keep(params, str(k))}
+    return [str(i) for i in value if keep(params, str(i))]
+
+
+def _foreach_items(t: StageTemplate, params: Any) -> dict[str, dict[str, str]]:
+    """``item_deps``: the ``foreach`` mapping ``{item: {src0: path, ...}}`` (see :class:`StageTemplate`)."""
+    items = list(_foreach_value(t, params))
     paths = {item: tuple(t.item_deps(params, item)) for item in items}  # type: ignore[misc]
     width = max((len(p) for p in paths.values()), default=0)
     return {item: {f"src{i}": p[min(i, len(p) - 1)] for i in range(width)} for item, p in paths.items()}
@@ -267,6 +289,10 @@ def _stage_dict(t: StageTemplate, params: Any) -> dict[str, Any]:
         foreach = _foreach_items(t, params)
         width = max((len(v) for v in foreach.values()), default=0)
         deps = [f"${{item.src{i}}}" for i in range(width)] + deps
+    elif t.keep is not None:
+        foreach = _foreach_value(t, params)
+    if t.params_deps is not None:
+        deps += [d for d in t.params_deps(params) if d not in deps]
     body: dict[str, Any] = {"desc": t.desc, "cmd": t.cmd, "deps": deps + code_deps(t, params)}
     if t.params:
         body["params"] = list(t.params)

@@ -12,6 +12,12 @@ from toolret.registry import Method, StageTemplate, register_method
 from toolret.stages import index_and_evaluate, param_value
 
 
+def evaluated(params: Any, catalogue: str) -> bool:
+    """A ``trained_on`` entry gets dense-ft's index / evaluate unless it names a training catalogue
+    (``synthetic``: no test split; its entry only says which dense-ft its rerankers' first stage reads)."""
+    return catalogue not in (param_value(params, "synthetic") or {})
+
+
 def catalog_source_deps(params: Any, dataset: str) -> tuple[str, ...]:
     """The raw data a dataset's catalog is built from, as DVC deps: a registered dataset's source
     folders under ``${source.root}`` (``toolbench-env-*``: two), a ``source.beir`` catalogue's directory,
@@ -89,7 +95,7 @@ METHOD = register_method(Method(
                        "every document variant",
             evaluate_desc="dense-ft evaluation on the test split (metrics, bootstrap CIs, per-query table)",
             options=" --model data/models/${item}/dense-ft", deps=("data/models/${item}/dense-ft",),
-            params=("dense", "finetune"),
+            params=("dense", "finetune"), keep=evaluated,
         ),
     ),
 ))

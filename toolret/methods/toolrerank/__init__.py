@@ -29,7 +29,7 @@ from pathlib import Path
 from toolret.methods.toolrerank.config import ToolRerankSection, TrainingConfig
 from toolret.registry import (BuildContext, CliCommand, Component, Method, NamedPipeline, Section, StageTemplate,
                               in_git, loads, register_method)
-from toolret.stages import ablation_grid, index_and_evaluate
+from toolret.stages import ablation_grid, dense_ft_dep, index_and_evaluate
 
 RERANK_M = (10, 30, 50)
 
@@ -95,11 +95,38 @@ def _separation_arguments(parser) -> None:
 _TRAIN_PARAMS = tuple(f"toolrerank.{k}" for k in TrainingConfig.model_fields) + (
     "toolrerank.candidates", "toolrerank.seen_level", "toolrerank.extend_unseen", "toolrerank.extend_seen", "dense")
 _ARTIFACT = "data/models/${toolrerank.train_dataset}/toolrerank"
-# the in-domain first stage (hybrid-ft) reads the training catalogue's dense-ft
-_FIRST_STAGE_MODEL = "data/models/${toolrerank.train_dataset}/dense-ft"
 # the grids compose the reranker with hybrid-ft and Re-Invoke's intents (committed generations) beside bm25 / dense
 _GRID_COMPONENTS = ("toolrerank", "toolrerank-intents", *(f"rerank-{m}" for m in RERANK_M), "bm25")
-_GRID_DEPS = (_ARTIFACT, _FIRST_STAGE_MODEL, "data/generations/${reinvoke.llm_model}/reinvoke-intents")
+_GRID_DEPS = (_ARTIFACT, "data/generations/${reinvoke.llm_model}/reinvoke-intents")
+
+
+def _first_stage_models(params) -> tuple[str, ...]:
+    """The dense-ft models the first stage (hybrid-ft) reads on the evaluated datasets (their ``trained_on``)."""
+    return tuple(dict.fromkeys(dense_ft_dep(params, d) for d in params.toolrerank_datasets))
+
+
+def _row_artifacts(rows) -> tuple[str, ...]:
+    """The other rerankers a grid's rows read (a row setting ``toolrerank.train_dataset``: the filtering and
+    out-of-domain ablations)."""
+    from toolret.paths import data_dir, model_dir
+
+    names = dict.fromkeys(r.set["toolrerank.train_dataset"] for r in rows.values() if "toolrerank.train_dataset" in r.set)
+    return tuple((Path("data") / model_dir(n, "toolrerank").relative_to(data_dir())).as_posix() for n in names)
+
+
+def _grid_models(params) -> tuple[str, ...]:
+    return _first_stage_models(params) + _row_artifacts(params.toolrerank.ablations)
+
+
+def _dev_selection_models(params) -> tuple[str, ...]:
+    return (dense_ft_dep(params, params.toolrerank.dev_selection_dataset),
+            *_row_artifacts(params.toolrerank.dev_selection))
+
+
+def _training_first_stage(params, item: str) -> tuple[str, ...]:
+    """The dense-ft a training catalogue's first stage mines hard negatives with (its ``trained_on`` entry: a
+    filtered catalogue reads the unfiltered one's)."""
+    return (dense_ft_dep(params, item),)
 _GRID_PARAMS = ("toolrerank", "dense", "bm25", "hybrid", "finetune", "trained_on", "reinvoke", "evaluation")
 
 METHOD = register_method(Method(
@@ -137,12 +164,12 @@ METHOD = register_method(Method(
             desc="ToolRerank artifact of one training catalogue: cross-encoder trained on its train split (gold + "
                  "first-stage hard negatives + in-batch or random negatives), query-type classifier, "
                  "m_s/m_u/tau_s/tau_m/n selected on its dev split",
-            cmd="toolret fit --method toolrerank-ce --catalog data/curated/${item} --out data/models/${item}/toolrerank "
-                "--set toolrerank.train_dataset=${item}",
+            cmd="toolret fit --method toolrerank-ce --catalog data/curated/${key} --out data/models/${key}/toolrerank "
+                "--set toolrerank.train_dataset=${key}",
             entry="toolret.cli:cmd_fit", components=("toolrerank",),
-            deps=("data/curated/${item}", "data/models/${item}/dense-ft"),
+            deps=("data/curated/${key}",), item_deps=_training_first_stage,
             params=tuple(p for p in _TRAIN_PARAMS if p != "toolrerank.train_dataset"),
-            outs=in_git("data/models/${item}/toolrerank"),
+            outs=in_git("data/models/${key}/toolrerank"),
         ),
         *index_and_evaluate(
             "toolrerank", foreach="${toolrerank_datasets}", names=("index_toolrerank", "evaluate_toolrerank"),
@@ -150,12 +177,13 @@ METHOD = register_method(Method(
             index_desc="ToolRerank saved pipeline (dense first stage + the trained reranker, original documents)",
             evaluate_desc="ToolRerank evaluated on the test split (metrics, bootstrap CIs, per-query table)",
             options=" --docs original", deps=(_ARTIFACT,), params=("toolrerank", "dense"),
+            params_deps=_first_stage_models,
         ),
         ablation_grid(
             "toolrerank", grid="toolrerank.ablations", order=63, costly=True,
             desc="ToolRerank, Rerank-10/30/50, the first stage, BM25 and every ablation on the test split "
                  "(toolrerank.ablations, paired tests vs their baselines; cross-encoder scores shared by the rows)",
-            components=_GRID_COMPONENTS, deps=_GRID_DEPS, params=_GRID_PARAMS,
+            components=_GRID_COMPONENTS, deps=_GRID_DEPS, params=_GRID_PARAMS, params_deps=_grid_models,
         ),
         StageTemplate(
             name="toolrerank_dev_selection", order=33, costly=True, only_if="toolrerank.dev_selection_dataset",
@@ -165,6 +193,7 @@ METHOD = register_method(Method(
                 "toolrerank.dev_selection --out data/runs/${toolrerank.dev_selection_dataset}/toolrerank-dev-selection",
             entry="toolret.cli:cmd_evaluate_grid", components=_GRID_COMPONENTS,
             deps=("data/curated/${toolrerank.dev_selection_dataset}", *_GRID_DEPS), params=_GRID_PARAMS,
+            params_deps=_dev_selection_models,
             outs=("data/runs/${toolrerank.dev_selection_dataset}/toolrerank-dev-selection",),
         ),
     ),
