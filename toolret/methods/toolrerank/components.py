@@ -189,6 +189,8 @@ class ToolRerankReranker:
 
     def rerank(self, queries: Sequence[str], ranking: Ranking, k: int,
                rewrites: Sequence[Sequence[str]] | None = None) -> Ranking:
+        from tqdm import tqdm
+
         from toolret.methods.toolrerank.algorithms import adaptive_truncation
         from toolret.methods.toolrerank.rerank import QueryView, fuse_with_first_stage, rank_rows, rerank_m, toolrerank
 
@@ -211,7 +213,8 @@ class ToolRerankReranker:
                            progress=len(queries) > 50)
         emb = self.embeddings() if self.plain_m is None and "multi" in modes else None
         out_rows, info_sum = [], {"t": 0, "f1": 0, "extended": 0}
-        for i, row in enumerate(cands):
+        # the extended lists are scored per query (on a 46,879-API corpus they can hold hundreds of APIs)
+        for i, row in enumerate(tqdm(cands, desc=f"{self.name} rerank", unit="query", disable=len(queries) <= 50)):
             view = QueryView(row, score_fn=lambda items, ts=texts[i]: max_view_scores(scorer, ts, docs, items),
                              sim_fn=(lambda items: emb[items] @ emb[items].T) if emb is not None else None)
             if self.plain_m is None:
