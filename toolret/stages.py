@@ -39,13 +39,17 @@ HEADER = """\
 """
 
 
+def model_dep(training: str, component: str) -> str:
+    """``component``'s artifact trained on ``training`` (:func:`toolret.paths.model_dir`) as a DVC dep path."""
+    from toolret.paths import data_dir, model_dir
+
+    return (Path("data") / model_dir(training, component).relative_to(data_dir())).as_posix()
+
+
 def dense_ft_dep(params: Any, catalogue: str) -> str:
     """The dense-ft a catalogue's learning components read (its ``trained_on`` entry, else its own), as a DVC
     dep: ``data/models/<training>/dense-ft``."""
-    from toolret.paths import data_dir, model_dir
-
-    training = (param_value(params, "trained_on") or {}).get(catalogue, catalogue)
-    return (Path("data") / model_dir(training, "dense-ft").relative_to(data_dir())).as_posix()
+    return model_dep((param_value(params, "trained_on") or {}).get(catalogue, catalogue), "dense-ft")
 
 
 def index_and_evaluate(method: str, *, names: tuple[str, str], orders: tuple[int, int], index_desc: str,

@@ -29,7 +29,7 @@ from pathlib import Path
 from toolret.methods.toolrerank.config import ToolRerankSection, TrainingConfig
 from toolret.registry import (BuildContext, CliCommand, Component, Method, NamedPipeline, Section, StageTemplate,
                               in_git, loads, register_method)
-from toolret.stages import ablation_grid, dense_ft_dep, index_and_evaluate
+from toolret.stages import ablation_grid, dense_ft_dep, index_and_evaluate, model_dep
 
 RERANK_M = (10, 30, 50)
 
@@ -108,10 +108,8 @@ def _first_stage_models(params) -> tuple[str, ...]:
 def _row_artifacts(rows) -> tuple[str, ...]:
     """The other rerankers a grid's rows read (a row setting ``toolrerank.train_dataset``: the filtering and
     out-of-domain ablations)."""
-    from toolret.paths import data_dir, model_dir
-
     names = dict.fromkeys(r.set["toolrerank.train_dataset"] for r in rows.values() if "toolrerank.train_dataset" in r.set)
-    return tuple((Path("data") / model_dir(n, "toolrerank").relative_to(data_dir())).as_posix() for n in names)
+    return tuple(model_dep(n, "toolrerank") for n in names)
 
 
 def _grid_models(params) -> tuple[str, ...]:
@@ -127,6 +125,8 @@ def _training_first_stage(params, item: str) -> tuple[str, ...]:
     """The dense-ft a training catalogue's first stage mines hard negatives with (its ``trained_on`` entry: a
     filtered catalogue reads the unfiltered one's)."""
     return (dense_ft_dep(params, item),)
+
+
 _GRID_PARAMS = ("toolrerank", "dense", "bm25", "hybrid", "finetune", "trained_on", "reinvoke", "evaluation")
 
 METHOD = register_method(Method(
