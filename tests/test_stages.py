@@ -107,6 +107,20 @@ def test_a_reranker_trained_on_a_filtered_catalogue_mines_with_the_dense_ft_its_
     assert "data/models/toolbench-synthetic/dense-ft" in stages["toolrerank_dev_selection"]["deps"]
 
 
+def test_a_grid_row_naming_an_ablation_artifact_depends_on_that_folder():
+    """A row setting `toolrerank.artifact` (a reranker retrained with other settings on the same catalogue) makes
+    the grid depend on that folder; a row setting only `toolrerank.train_dataset` on that catalogue's artifact."""
+    params = load_params(ROOT / "params.yaml")
+    rows = {"toolrerank": {"method": "toolrerank"},
+            "mixed": {"method": "toolrerank", "set": {"toolrerank.mix_datasets": ["toollens"],
+                                                      "toolrerank.artifact": "data/models/ablations/x/toolrerank"}},
+            "other": {"method": "toolrerank", "set": {"toolrerank.train_dataset": "toollens"}}}
+    params = params.replace(toolrerank={**params.toolrerank.model_dump(), "ablations": rows})
+    deps = yaml.safe_load(render_dvc_yaml(params))["stages"]["toolrerank_ablations"]["do"]["deps"]
+    assert {"data/models/ablations/x/toolrerank", "data/models/toollens/toolrerank"} <= set(deps)
+    assert not any(d.startswith("data/models/ablations/x/") and d != "data/models/ablations/x/toolrerank" for d in deps)
+
+
 def test_dense_ft_is_trained_per_training_catalogue_and_evaluated_per_benchmark():
     """finetune runs once per training catalogue; index_ft / evaluate_ft once per `trained_on` entry, each
     reading the dense-ft of the catalogue it maps to (a test-only benchmark -> its synthetic catalogue)."""

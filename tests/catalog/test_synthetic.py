@@ -76,6 +76,24 @@ def test_duplicate_texts_are_dropped_and_filtering_keeps_queries_bm25_finds():
     assert "syn-Weather-0-2-0" not in {q.id for q in cat.queries}
 
 
+def test_a_filtered_catalogue_keeps_each_query_in_the_split_the_unfiltered_one_gives_it():
+    """Filtering drops queries; it must not re-carve dev. Models trained on the unfiltered catalogue (the first
+    stage's dense-ft) and on the filtered one (the reranker) are selected on dev splits of each other's: a query
+    that is train in one and dev in the other would put training queries into dev selection."""
+    src = _source()
+    per_tool = _per_tool(src, n=3)
+    for i in range(0, len(per_tool), 3):  # every third API's queries share nothing with its document
+        per_tool[i] = [f"zzz qqq unrelated request {i} ({j})" for j in range(3)]
+    spec = dict(source="src", n=3, holdout_categories=0.2, holdout_tools=0.25, dev_fraction=0.3, filter_depth=1)
+    plain = synthesize(src, per_tool, SyntheticSpec(**spec), "plain")
+    filtered = synthesize(src, per_tool, SyntheticSpec(**spec, filter="bm25"), "filtered")
+    assert filtered.provenance["synthetic"]["filtered_out"] >= 30
+    split = {q.id: q.split for q in plain.queries}
+    assert {q.id for q in filtered.queries} < set(split)
+    assert {q.id: q.split for q in filtered.queries} == {q.id: split[q.id] for q in filtered.queries}
+    assert {"train", "dev"} == {q.split for q in filtered.queries}
+
+
 def test_tools_without_queries_are_counted_and_a_misaligned_job_is_refused():
     src = _source()
     per_tool = _per_tool(src, n=1)

@@ -13,6 +13,8 @@ in the provenance). Of the seen tools' queries a seeded ``dev_fraction`` goes to
 
 Optional consistency filtering (``filter: bm25``): a query is kept only if its source API ranks within
 ``filter_depth`` for BM25 over the original documents -- drops generations that do not describe their API.
+Splits are drawn before the filter, so every kept query has the split the unfiltered catalogue gives it (a
+model trained on one is never selected on the other's training queries).
 
 Nothing here reads a test query or a test qrel: the source catalogue's queries are dropped, and the result
 has train and dev splits only (``provenance.purpose = "training"``; validated for a train split).
@@ -123,18 +125,17 @@ def synthesize(catalog: Catalog, per_tool: Sequence[Sequence[str]], spec: Synthe
         keep = [all([next(found) for _ in ids]) for _, ids, _ in unique]
     else:
         keep = [True] * len(unique)
-    kept = [u for u, k in zip(unique, keep) if k]
+    # splits are drawn over every unique query, then the filter drops some: a filtered catalogue's queries keep
+    # the unfiltered one's splits, so models trained on either are never selected on the other's training queries
     rng = random.Random(spec.seed + 1)
+    buckets = ["dev_unseen" if any(t in held_apis for t in ids) else
+               "dev_seen" if rng.random() < spec.dev_fraction else "train" for _, ids, _ in unique]
+    kept = [(u, b) for u, b, k in zip(unique, buckets, keep) if k]
     queries, qrels = [], {}
     counts = {"train": 0, "dev_seen": 0, "dev_unseen": 0, "multi_api": 0}
-    for q, ids, suffix in kept:
+    for (q, ids, suffix), bucket in kept:
         qid = f"syn-{suffix}"
-        if any(t in held_apis for t in ids):
-            split, bucket = "dev", "dev_unseen"
-        elif rng.random() < spec.dev_fraction:
-            split, bucket = "dev", "dev_seen"
-        else:
-            split, bucket = "train", "train"
+        split = "train" if bucket == "train" else "dev"
         counts[bucket] += 1
         counts["multi_api"] += len(ids) > 1
         queries.append(Query(qid, q, split))

@@ -325,3 +325,46 @@ def test_an_artifact_trained_on_a_catalogue_folder_is_the_one_its_evaluation_acc
     assert main(["--params", str(trained["params"]), "evaluate", "--dataset", str(trained["catalog"]), "--method",
                  "toolrerank", "--set", setting, "--output", str(out)]) == 0
     assert json.loads(out.read_text())["n_queries"] == trained["result"]["n_queries"]
+
+
+def test_a_mixed_in_catalogue_adds_its_training_rows_and_seen_apis_and_keys_the_artifact(trained, tmp_path, capsys):
+    """`toolrerank.mix_datasets`: the sampled train queries of another catalogue (own corpus, own first stage) are
+    added to the cross-encoder's training rows and their gold APIs to the seen set; the artifact's key names the mix,
+    so an evaluation without it refuses the mixed artifact, and the unmixed key has no mix fields (older artifacts)."""
+    from make_fixture import write_fixture_catalog
+
+    from toolret.artifact_key import read_key
+    from toolret.catalog.registry import load_dataset
+    from toolret.methods.toolrerank.training import sample_queries
+
+    raw = write_fixture_catalog(tmp_path / "other_catalog", n_tools=40, n_train=24, n_test=4, seed=5)
+    other, primary = tmp_path / "curated" / "other_catalog", tmp_path / "curated" / "fixture_catalog"
+    for source, folder in ((raw, other), (trained["catalog"], primary)):
+        assert main(["--params", str(trained["params"]), "catalog", "build", "--dataset", str(source),
+                     "--out", str(folder)]) == 0
+    mixed = tmp_path / "mixed" / "toolrerank"
+    settings = ["--set", f"toolrerank.mix_datasets=[{other}]", "--set", "toolrerank.mix_queries=8"]
+    assert main(["--params", str(trained["params"]), "fit", "--method", "toolrerank-ce", "--catalog",
+                 str(primary), "--out", str(mixed), "--set", "toolrerank.train_dataset=fixture_catalog",
+                 *settings]) == 0
+    report = json.loads((mixed / "toolrerank.json").read_text())
+    base = json.loads((trained["artifact"] / "toolrerank.json").read_text())
+    cat = load_dataset(str(raw), dev_fraction=0.25, seed=13)
+    sampled = sample_queries(cat.split("train"), 8, 13)
+    assert report["mixed"] == {cat.name: 8} and base["mixed"] == {}
+    # one row per (query, gold API): the primary rows are the unmixed artifact's, plus the mixed queries' gold APIs
+    n_gold = sum(len(cat.gold(q.id)) for q in sampled)
+    assert report["cross_encoder"]["n_examples"] - base["cross_encoder"]["n_examples"] == n_gold
+    seen = {tuple(a) for a in json.loads((mixed / "seen.json").read_text())["apis"]}
+    base_seen = {tuple(a) for a in json.loads((trained["artifact"] / "seen.json").read_text())["apis"]}
+    assert seen == base_seen | _train_gold_apis(raw, {q.id for q in sampled})
+    assert read_key(mixed)["config"]["mix_datasets"] == [str(other)]
+    assert "mix_datasets" not in read_key(trained["artifact"])["config"]
+    out = tmp_path / "r.json"
+    assert main(["--params", str(trained["params"]), "evaluate", "--dataset", str(trained["catalog"]), "--method",
+                 "toolrerank", "--model", str(mixed), "--output", str(out)]) == 2
+    assert "mix_datasets" in capsys.readouterr().err and not out.exists()
+    # a grid row reaches it with the settings it was trained with and `toolrerank.artifact` naming where it is
+    assert main(["--params", str(trained["params"]), "evaluate", "--dataset", str(trained["catalog"]), "--method",
+                 "toolrerank", *settings, "--set", f"toolrerank.artifact={mixed}", "--output", str(out)]) == 0
+    assert json.loads(out.read_text())["n_queries"] == trained["result"]["n_queries"]

@@ -34,14 +34,20 @@ from toolret.stages import ablation_grid, dense_ft_dep, index_and_evaluate, mode
 RERANK_M = (10, 30, 50)
 
 
-def artifact_dir(ctx: BuildContext) -> Path:
-    """``--model`` if given, else ``data/models/<toolrerank.train_dataset>/toolrerank`` (the catalogue's
-    own name when no training dataset is configured)."""
-    from toolret.paths import model_dir
+def artifact_path(section, catalog_name: str = "") -> Path:
+    """Where the ToolRerank artifact a ``toolrerank`` section reads lives: ``toolrerank.artifact`` (an ablation's
+    artifact), else ``data/models/<toolrerank.train_dataset>/toolrerank`` (``catalog_name`` when no training
+    dataset is configured)."""
+    from toolret.paths import model_dir, project_path
 
-    if ctx.model:
-        return Path(ctx.model)
-    return model_dir(ctx.params.toolrerank.train_dataset or ctx.catalog.name, "toolrerank")
+    if section.artifact:
+        return project_path(section.artifact)
+    return model_dir(section.train_dataset or catalog_name, "toolrerank")
+
+
+def artifact_dir(ctx: BuildContext) -> Path:
+    """``--model`` if given, else :func:`artifact_path`."""
+    return Path(ctx.model) if ctx.model else artifact_path(ctx.params.toolrerank, ctx.catalog.name)
 
 
 def _trainer(ctx: BuildContext, artifact: Path):
@@ -106,10 +112,13 @@ def _first_stage_models(params) -> tuple[str, ...]:
 
 
 def _row_artifacts(rows) -> tuple[str, ...]:
-    """The other rerankers a grid's rows read (a row setting ``toolrerank.train_dataset``: the filtering and
-    out-of-domain ablations)."""
-    names = dict.fromkeys(r.set["toolrerank.train_dataset"] for r in rows.values() if "toolrerank.train_dataset" in r.set)
-    return tuple(model_dep(n, "toolrerank") for n in names)
+    """The other rerankers a grid's rows read: a row setting ``toolrerank.artifact`` (an ablation trained with
+    other settings) reads that folder, one setting ``toolrerank.train_dataset`` (the filtering and out-of-domain
+    ablations) that catalogue's."""
+    paths = (r.set["toolrerank.artifact"] if "toolrerank.artifact" in r.set
+             else model_dep(r.set["toolrerank.train_dataset"], "toolrerank")
+             for r in rows.values() if "toolrerank.artifact" in r.set or "toolrerank.train_dataset" in r.set)
+    return tuple(dict.fromkeys(paths))
 
 
 def _grid_models(params) -> tuple[str, ...]:

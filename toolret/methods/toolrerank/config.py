@@ -81,6 +81,11 @@ class TrainingConfig(LoraSettings):
     warmup_ratio: float = 0.1
     classifier_queries: int = Field(0, ge=0)  # training queries for the query-type classifier (0 = all)
     dev_queries: int = Field(0, ge=0)  # dev queries scored for the grid (0 = all of the dev split)
+    # other catalogues whose train splits are mixed into the cross-encoder's training (e.g. ToolLens into the
+    # in-domain ToolBench data): ``mix_queries`` seeded queries of each, hard negatives mined by the same first
+    # stage over that catalogue's own documents; their gold APIs count as seen. The dev grid: train_dataset's dev split
+    mix_datasets: list[str] = Field(default_factory=list)
+    mix_queries: int = Field(1000, ge=0)  # per mixed catalogue (0 = its whole train split)
     seed: int = 13
     grid: GridConfig = Field(default_factory=GridConfig)
 
@@ -88,6 +93,9 @@ class TrainingConfig(LoraSettings):
 class ToolRerankConfig(TrainingConfig):
     """Everything a ToolRerank / Rerank-m component reads."""
 
+    # where the artifact lives (None: data/models/<train_dataset>/toolrerank): an ablation trained with other
+    # settings on the same catalogue (another first stage, a mixed-in catalogue) sits elsewhere; not part of its key
+    artifact: str | None = None
     candidates: int = Field(50, ge=1)  # first-stage depth the reranker asks for (>= every m)
     m_s: int | None = None  # None: the dev-selected value in the artifact
     m_u: int | None = None

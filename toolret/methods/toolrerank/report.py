@@ -105,10 +105,11 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, note
     from toolret.catalog.registry import load_dataset
     from toolret.methods.toolrerank.classifier import QueryTypeClassifier
     from toolret.methods.toolrerank.training import artifact_complete, read_report, read_seen
-    from toolret.paths import model_dir, project_dir
+    from toolret.methods.toolrerank import artifact_path
+    from toolret.paths import project_dir
 
     section = params.toolrerank
-    artifact = model_dir(section.train_dataset or "", "toolrerank")
+    artifact = artifact_path(section)
     seen = read_seen(artifact, section.seen_level)
     classifier = QueryTypeClassifier.load(artifact) if artifact_complete(artifact) else None
     p = params

@@ -103,6 +103,8 @@ def artifact_key(config: ToolRerankConfig, params: CoreParams, train_dataset: st
     from toolret.registry import component
 
     training = {k: v for k, v in config.training().to_dict().items() if k not in ("base_model", "train_dataset")}
+    if not training["mix_datasets"]:  # nothing mixed in: the key of artifacts made before mixing existed
+        del training["mix_datasets"], training["mix_queries"]
     if training["grid"].get("ce_weight") == [1.0]:  # no fusion searched: the key of artifacts made before it
         training["grid"] = {k: v for k, v in training["grid"].items() if k != "ce_weight"}
     sections = {s: getattr(params, s).to_dict() for s in component(config.first_stage).sections if hasattr(params, s)}
@@ -116,8 +118,7 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
     """Train (cross-encoder, classifier), select on dev, and write the artifact to ``out_dir``."""
     from toolret.atomic import atomic_directory, write_json
     from toolret.methods.toolrerank.classifier import QueryTypeClassifier
-    from toolret.methods.toolrerank.crossencoder import (CrossEncoderScorer, mine_training_pairs, mine_training_tuples,
-                                                          train_cross_encoder)
+    from toolret.methods.toolrerank.crossencoder import CrossEncoderScorer, train_cross_encoder
     from toolret.methods.toolrerank.hierarchy import SeenSet, is_multi_tool
     from toolret.retrieval.models import is_adapter
 
@@ -137,20 +138,16 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
     retriever = first_stage(catalog, config, params, docs)
     pos = {t: i for i, t in enumerate(catalog.tool_ids)}
 
+    mixed = _mixed_catalogues(config, params)
+
     # 1. the cross-encoder
     model_dir = work / "model"
     if not ((model_dir / "config.json").is_file() or is_adapter(model_dir)):  # written atomically: complete
-        texts, golds = [q.text for q in train], [{pos[t] for t in catalog.gold(q.id)} for q in train]
-        ranked = [list(r) for r in retriever.search(texts, config.hard_negative_depth).indices]
-        if config.loss == "bce":
-            examples = mine_training_pairs(texts, golds, ranked, documents,
-                                           hard_negatives=config.hard_negatives,
-                                           hard_negative_depth=config.hard_negative_depth,
-                                           random_negatives=config.random_negatives, seed=config.seed)
-        else:
-            examples = mine_training_tuples(texts, golds, ranked, documents,
-                                            hard_negatives=config.hard_negatives,
-                                            hard_negative_depth=config.hard_negative_depth, seed=config.seed)
+        examples = _mine(train, catalog, retriever, documents, config)
+        for mix, mix_train in mixed:
+            examples += _mine(mix_train, mix, first_stage(mix, config, params, docs), mix.docs(docs), config)
+        if mixed:
+            random.Random(config.seed).shuffle(examples)
         ce = train_cross_encoder(examples, model_dir, base_model=config.base_model, max_length=config.max_length,
                                  epochs=config.epochs, batch_size=config.batch_size, lr=config.lr,
                                  warmup_ratio=config.warmup_ratio, seed=config.seed, loss=config.loss,
@@ -169,6 +166,8 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
 
     # 3. the dev grid on cached cross-encoder scores
     seen = SeenSet.from_queries(catalog, train, config.seen_level)
+    for mix, mix_train in mixed:  # the mixed catalogues' gold APIs were seen in training too
+        seen = SeenSet(seen.apis | SeenSet.from_queries(mix, mix_train).apis, config.seen_level)
     lib = library(catalog.tools, seen)
     scorer = CrossEncoderScorer(model_dir, config.max_length, config.batch_size_predict, config.device,
                                 config.score_cache, config.quantize)
@@ -188,6 +187,7 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
 
     report = {"train_dataset": catalog.name, "config": config.training().to_dict(), "docs": docs,
               "n_train_queries": len(train), "n_train_split": len(train_all), "n_dev_queries": len(dev),
+              "mixed": {mix.name: len(mix_train) for mix, mix_train in mixed},
               "cross_encoder": ce_report, "classifier": clf_report,
               "seen": {"apis": len(seen.apis), "tools": len(seen.tools), "level_default": config.seen_level},
               "grid": search, "selected": search["selected"], "paper_best": PAPER_BEST,
@@ -204,6 +204,35 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
         write_key(tmp, artifact_key(config, params, config.train_dataset or catalog.name))
     shutil.rmtree(work, ignore_errors=True)
     return report
+
+
+def _mixed_catalogues(config: ToolRerankConfig, params: CoreParams) -> list[tuple[Catalog, list]]:
+    """``(catalogue, its sampled training queries)`` for each of ``config.mix_datasets``."""
+    from toolret.catalog.registry import load_dataset_for
+
+    out = []
+    for name in config.mix_datasets:
+        mix = load_dataset_for(name, params)
+        queries = mix.split("train")
+        if not queries:
+            raise CatalogError(f"toolrerank.mix_datasets: {name!r} has no train split to mix into training")
+        out.append((mix, sample_queries(queries, config.mix_queries, config.seed)))
+    return out
+
+
+def _mine(queries, catalog: Catalog, retriever, documents: list[str], config: ToolRerankConfig) -> list:
+    """Training examples of ``queries`` (gold + the first stage's hard negatives over ``catalog``)."""
+    from toolret.methods.toolrerank.crossencoder import mine_training_pairs, mine_training_tuples
+
+    pos = {t: i for i, t in enumerate(catalog.tool_ids)}
+    texts, golds = [q.text for q in queries], [{pos[t] for t in catalog.gold(q.id)} for q in queries]
+    ranked = [list(r) for r in retriever.search(texts, config.hard_negative_depth).indices]
+    if config.loss == "bce":
+        return mine_training_pairs(texts, golds, ranked, documents, hard_negatives=config.hard_negatives,
+                                   hard_negative_depth=config.hard_negative_depth,
+                                   random_negatives=config.random_negatives, seed=config.seed)
+    return mine_training_tuples(texts, golds, ranked, documents, hard_negatives=config.hard_negatives,
+                                hard_negative_depth=config.hard_negative_depth, seed=config.seed)
 
 
 def _document_embeddings(params: CoreParams, documents: list[str]) -> np.ndarray:
