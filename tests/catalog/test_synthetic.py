@@ -87,11 +87,31 @@ def test_a_filtered_catalogue_keeps_each_query_in_the_split_the_unfiltered_one_g
     spec = dict(source="src", n=3, holdout_categories=0.2, holdout_tools=0.25, dev_fraction=0.3, filter_depth=1)
     plain = synthesize(src, per_tool, SyntheticSpec(**spec), "plain")
     filtered = synthesize(src, per_tool, SyntheticSpec(**spec, filter="bm25"), "filtered")
-    assert filtered.provenance["synthetic"]["filtered_out"] >= 30
+    assert filtered.provenance["synthetic"]["filtered_out"] >= 15  # training queries dropped
     split = {q.id: q.split for q in plain.queries}
     assert {q.id for q in filtered.queries} < set(split)
     assert {q.id: q.split for q in filtered.queries} == {q.id: split[q.id] for q in filtered.queries}
     assert {"train", "dev"} == {q.split for q in filtered.queries}
+
+
+def test_the_filter_drops_training_queries_only_so_dev_is_drawn_like_test():
+    """Consistency filtering is a training-data treatment. A dev split kept only where BM25 finds the source API
+    is biased toward any first stage with BM25 in it (on ToolBench: first stage 0.975 R@5 on the filtered dev), and
+    test queries are not filtered: the filtered catalogue's dev split is the unfiltered one's, query for query."""
+    src = _source()
+    per_tool = _per_tool(src, n=3)
+    for i in range(0, len(per_tool), 3):  # every third API's queries share nothing with its document
+        per_tool[i] = [f"zzz qqq unrelated request {i} ({j})" for j in range(3)]
+    spec = dict(source="src", n=3, holdout_categories=0.2, holdout_tools=0.25, dev_fraction=0.3, filter_depth=1)
+    plain = synthesize(src, per_tool, SyntheticSpec(**spec), "plain")
+    filtered = synthesize(src, per_tool, SyntheticSpec(**spec, filter="bm25"), "filtered")
+    dev = {q.id: q.text for q in plain.split("dev")}
+    assert {q.id: q.text for q in filtered.split("dev")} == dev
+    assert {q.id: filtered.gold(q.id) for q in filtered.split("dev")} == {i: plain.gold(i) for i in dev}
+    assert any(q.text.startswith("zzz") for q in filtered.split("dev"))  # a query BM25 misses stays in dev
+    assert not any(q.text.startswith("zzz") for q in filtered.split("train"))  # ... and leaves training
+    info = filtered.provenance["synthetic"]
+    assert info["filtered_out"] == len(plain.split("train")) - len(filtered.split("train")) > 0
 
 
 def test_tools_without_queries_are_counted_and_a_misaligned_job_is_refused():

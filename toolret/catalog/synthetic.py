@@ -11,10 +11,12 @@ is **held out** -- their APIs get no training query, only dev queries -- so a mo
 unseen tools and categories at test time, and the dev split measures both (``dev_seen`` / ``dev_unseen``
 in the provenance). Of the seen tools' queries a seeded ``dev_fraction`` goes to dev.
 
-Optional consistency filtering (``filter: bm25``): a query is kept only if its source API ranks within
-``filter_depth`` for BM25 over the original documents -- drops generations that do not describe their API.
-Splits are drawn before the filter, so every kept query has the split the unfiltered catalogue gives it (a
-model trained on one is never selected on the other's training queries).
+Optional consistency filtering (``filter: bm25``): a training query is kept only if its source API ranks
+within ``filter_depth`` for BM25 over the original documents -- drops generations that do not describe their
+API. Splits are drawn before the filter, so every kept query has the split the unfiltered catalogue gives it (a
+model trained on one is never selected on the other's training queries). The filter is a training-data
+treatment: dev queries are all kept, so dev is drawn like test (which no first stage filters) -- a dev split
+of queries BM25 finds would favour any first stage with BM25 in it.
 
 Nothing here reads a test query or a test qrel: the source catalogue's queries are dropped, and the result
 has train and dev splits only (``provenance.purpose = "training"``; validated for a train split).
@@ -125,12 +127,13 @@ def synthesize(catalog: Catalog, per_tool: Sequence[Sequence[str]], spec: Synthe
         keep = [all([next(found) for _ in ids]) for _, ids, _ in unique]
     else:
         keep = [True] * len(unique)
-    # splits are drawn over every unique query, then the filter drops some: a filtered catalogue's queries keep
-    # the unfiltered one's splits, so models trained on either are never selected on the other's training queries
+    # splits are drawn over every unique query, then the filter drops training queries only: a filtered
+    # catalogue's queries keep the unfiltered one's splits (models trained on either are never selected on the
+    # other's training queries) and its dev split is the unfiltered one's (drawn like test, which is not filtered)
     rng = random.Random(spec.seed + 1)
     buckets = ["dev_unseen" if any(t in held_apis for t in ids) else
                "dev_seen" if rng.random() < spec.dev_fraction else "train" for _, ids, _ in unique]
-    kept = [(u, b) for u, b, k in zip(unique, buckets, keep) if k]
+    kept = [(u, b) for u, b, k in zip(unique, buckets, keep) if k or b != "train"]
     queries, qrels = [], {}
     counts = {"train": 0, "dev_seen": 0, "dev_unseen": 0, "multi_api": 0}
     for (q, ids, suffix), bucket in kept:

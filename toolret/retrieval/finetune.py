@@ -102,6 +102,7 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.sentence_transformer import losses
     from sentence_transformers.sentence_transformer.training_args import BatchSamplers
+    from transformers import set_seed
 
     from toolret.retrieval.models import load_sentence_transformer
 
@@ -112,6 +113,7 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
         config = config.resolved(DenseConfig())
     out_dir = Path(out_dir)
     train = training_pairs(catalog, "train", config.docs, config.max_train_pairs, config.seed)
+    set_seed(config.seed)  # the LoRA matrices are initialised here, before the trainer seeds itself
     model = load_sentence_transformer(config.model, config.device, config.max_seq_length)
     config.add_lora(model)
     dataset = Dataset.from_dict({"anchor": [q for q, _ in train], "positive": [d for _, d in train]})

@@ -197,7 +197,7 @@ METHOD = register_method(Method(
         StageTemplate(
             name="toolrerank_dev_selection", order=33, costly=True, only_if="toolrerank.dev_selection_dataset",
             desc="ToolRerank's dev selection on a dev catalogue shaped like the target (toolrerank.dev_selection "
-                 "rows: score_views and ce_weight; never a test split)",
+                 "rows: score_views, at the artifact's dev-selected settings; never a test split)",
             cmd="toolret evaluate-grid --catalog data/curated/${toolrerank.dev_selection_dataset} --grid "
                 "toolrerank.dev_selection --out data/runs/${toolrerank.dev_selection_dataset}/toolrerank-dev-selection",
             entry="toolret.cli:cmd_evaluate_grid", components=_GRID_COMPONENTS,

@@ -141,7 +141,7 @@ class ToolRerankSection(ToolRerankConfig, ComponentSection):
     train_datasets: list[str] = Field(default_factory=list)
     ablations: dict[str, GridVariant] = Field(default_factory=dict)
     # rows run on a dev catalogue that resembles the target (e.g. a training catalogue's multi-API dev requests,
-    # `toolret catalog select`) to choose what the artifact's single-API dev grid cannot: score_views, ce_weight
+    # `toolret catalog select`) to choose what the artifact's query-only dev grid cannot: score_views
     dev_selection: dict[str, GridVariant] = Field(default_factory=dict)
     dev_selection_dataset: str | None = None  # the catalogue the dev_selection rows run on (stage toolrerank_dev_selection)
     paper_columns: dict[str, str] = Field(default_factory=dict)  # dataset -> paper Table 3 column (I1-Inst ...)

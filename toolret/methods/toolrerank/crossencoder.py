@@ -122,6 +122,7 @@ def train_cross_encoder(examples: Sequence[tuple], out_dir: str | Path, *, base_
 
     from datasets import Dataset
     from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
+    from transformers import set_seed
     from sentence_transformers.cross_encoder import losses
 
     from toolret.atomic import atomic_directory
@@ -129,6 +130,7 @@ def train_cross_encoder(examples: Sequence[tuple], out_dir: str | Path, *, base_
 
     if loss not in ("bce", "in_batch"):
         raise ValueError(f"toolrerank.loss must be 'bce' or 'in_batch', not {loss!r}")
+    set_seed(seed)  # the new head and the LoRA matrices are initialised here, before the trainer seeds itself
     model = load_cross_encoder(base_model, max_length, device, new_head=True)
     if lora is not None:
         lora.add_lora(model, modules_to_save=NEW_LAYERS)
