@@ -112,7 +112,8 @@ class SyntheticSpec(StrictModel):
     holdout_categories: float = Field(0.1, ge=0, lt=1)  # seeded fraction of categories with no training query
     holdout_tools: float = Field(0.1, ge=0, lt=1)  # ... and of the other categories' parent tools
     dev_fraction: float = Field(0.05, ge=0, lt=1)  # of the seen tools' queries
-    filter: Literal["none", "bm25"] = "none"  # consistency filtering: keep a training query whose API BM25 ranks high (dev: all kept)
+    # consistency filtering: keep a training query whose API BM25 ranks high (dev queries are all kept)
+    filter: Literal["none", "bm25"] = "none"
     filter_depth: int = Field(10, ge=1)
     # multi-API queries: seeded groups of 2-3 APIs of one parent tool and of 2-3 tools of one category (one
     # API each), one request written per group by `multi_job` (0 = none)

@@ -76,17 +76,23 @@ def test_duplicate_texts_are_dropped_and_filtering_keeps_queries_bm25_finds():
     assert "syn-Weather-0-2-0" not in {q.id for q in cat.queries}
 
 
+def _plain_and_filtered():
+    """The same generations synthesized unfiltered and BM25-filtered; every third API's queries share nothing with
+    its document (BM25 misses them)."""
+    src = _source()
+    per_tool = _per_tool(src, n=3)
+    for i in range(0, len(per_tool), 3):
+        per_tool[i] = [f"zzz qqq unrelated request {i} ({j})" for j in range(3)]
+    spec = dict(source="src", n=3, holdout_categories=0.2, holdout_tools=0.25, dev_fraction=0.3, filter_depth=1)
+    return (synthesize(src, per_tool, SyntheticSpec(**spec), "plain"),
+            synthesize(src, per_tool, SyntheticSpec(**spec, filter="bm25"), "filtered"))
+
+
 def test_a_filtered_catalogue_keeps_each_query_in_the_split_the_unfiltered_one_gives_it():
     """Filtering drops queries; it must not re-carve dev. Models trained on the unfiltered catalogue (the first
     stage's dense-ft) and on the filtered one (the reranker) are selected on dev splits of each other's: a query
     that is train in one and dev in the other would put training queries into dev selection."""
-    src = _source()
-    per_tool = _per_tool(src, n=3)
-    for i in range(0, len(per_tool), 3):  # every third API's queries share nothing with its document
-        per_tool[i] = [f"zzz qqq unrelated request {i} ({j})" for j in range(3)]
-    spec = dict(source="src", n=3, holdout_categories=0.2, holdout_tools=0.25, dev_fraction=0.3, filter_depth=1)
-    plain = synthesize(src, per_tool, SyntheticSpec(**spec), "plain")
-    filtered = synthesize(src, per_tool, SyntheticSpec(**spec, filter="bm25"), "filtered")
+    plain, filtered = _plain_and_filtered()
     assert filtered.provenance["synthetic"]["filtered_out"] >= 15  # training queries dropped
     split = {q.id: q.split for q in plain.queries}
     assert {q.id for q in filtered.queries} < set(split)
@@ -98,13 +104,7 @@ def test_the_filter_drops_training_queries_only_so_dev_is_drawn_like_test():
     """Consistency filtering is a training-data treatment. A dev split kept only where BM25 finds the source API
     is biased toward any first stage with BM25 in it (on ToolBench: first stage 0.975 R@5 on the filtered dev), and
     test queries are not filtered: the filtered catalogue's dev split is the unfiltered one's, query for query."""
-    src = _source()
-    per_tool = _per_tool(src, n=3)
-    for i in range(0, len(per_tool), 3):  # every third API's queries share nothing with its document
-        per_tool[i] = [f"zzz qqq unrelated request {i} ({j})" for j in range(3)]
-    spec = dict(source="src", n=3, holdout_categories=0.2, holdout_tools=0.25, dev_fraction=0.3, filter_depth=1)
-    plain = synthesize(src, per_tool, SyntheticSpec(**spec), "plain")
-    filtered = synthesize(src, per_tool, SyntheticSpec(**spec, filter="bm25"), "filtered")
+    plain, filtered = _plain_and_filtered()
     dev = {q.id: q.text for q in plain.split("dev")}
     assert {q.id: q.text for q in filtered.split("dev")} == dev
     assert {q.id: filtered.gold(q.id) for q in filtered.split("dev")} == {i: plain.gold(i) for i in dev}
