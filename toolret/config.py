@@ -120,6 +120,10 @@ class SyntheticSpec(StrictModel):
     multi_tool_groups: int = Field(0, ge=0)
     multi_category_groups: int = Field(0, ge=0)
     multi_job: str = "synthetic-multi-api"
+    # composed requests, ToolBench's instruction shape (several requests in one message, one API each): per
+    # single-API query of a split, ``compose`` requests joined from 2-3 of that split's queries -- half for APIs of
+    # one parent tool, half for tools of one category (toolret.catalog.synthetic.compose_requests; 0 = none)
+    compose: float = Field(0.0, ge=0)
     seed: int = 13
 
 

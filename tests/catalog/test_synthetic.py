@@ -218,3 +218,72 @@ def test_a_synthetic_spec_over_a_sample_builds_on_the_sampled_tools_only():
     cat = synthesize(sampled, _per_tool(sampled), spec, "syn")
     golds = {t for q in cat.queries for t in cat.gold(q.id)}
     assert golds == {t.id for t in sampled.tools} and len(cat.queries) == 12 * 2
+
+
+def _composed(filter: str = "none"):
+    src = _source()
+    spec = SyntheticSpec(source="src", n=3, holdout_categories=0.2, holdout_tools=0.25, dev_fraction=0.2,
+                         filter=filter, filter_depth=1, compose=1.0)
+    per_tool = _per_tool(src, n=3)
+    for i in range(0, len(per_tool), 3):  # BM25 misses every third API's queries
+        per_tool[i] = [f"zzz qqq unrelated request {i} ({j})" for j in range(3)]
+    return src, synthesize(src, per_tool, spec, "syn")
+
+
+def test_composed_requests_join_queries_of_one_split_for_apis_of_one_tool_or_one_category():
+    """ToolBench's instructions ask for 2-3 things in one message; a composed request joins 2-3 single-API queries
+    of one split -- APIs of one parent tool, or of distinct tools of one category -- and its gold is exactly their
+    APIs. Parts come from the request's own split only: no dev text in a training request, or the reverse."""
+    src, cat = _composed()
+    by_id = {t.id: t for t in src.tools}
+    singles = {split: {q.text: next(iter(cat.gold(q.id))) for q in cat.split(split) if not q.id.startswith("syn-composed")
+                       and len(cat.gold(q.id)) == 1} for split in ("train", "dev")}
+    info = cat.provenance["synthetic"]
+    for split in ("train", "dev"):
+        composed = [q for q in cat.split(split) if q.id.startswith("syn-composed")]
+        assert len(composed) == info[f"composed_{split}"] > 0.8 * len(singles[split])  # compose 1.0, few duplicates
+        kinds = set()
+        for q in composed:
+            gold = cat.gold(q.id)
+            assert 2 <= len(gold) <= 3 and len({by_id[t].category for t in gold}) == 1, q.text
+            tools = {by_id[t].tool for t in gold}
+            kinds.add("tool" if len(tools) == 1 else "category")
+            assert len(tools) in (1, len(gold)), q.text  # one tool, or one API per tool
+            # every part is a query of this split written for one of the gold APIs (case of its first letter aside)
+            found = {api for text, api in singles[split].items() if text[1:] in q.text}
+            assert gold <= found, q.text
+            other = "dev" if split == "train" else "train"
+            assert not any(text[1:] in q.text for text in singles[other]), q.text
+        assert kinds == {"tool", "category"}
+
+
+def test_composition_is_seeded_and_leaves_a_filtered_catalogue_s_dev_split_the_unfiltered_one_s():
+    _, plain = _composed()
+    _, again = _composed()
+    _, filtered = _composed("bm25")
+    assert [(q.id, q.text) for q in plain.queries] == [(q.id, q.text) for q in again.queries]
+    dev = {q.id: (q.text, plain.gold(q.id)) for q in plain.split("dev")}
+    assert {q.id: (q.text, filtered.gold(q.id)) for q in filtered.split("dev")} == dev
+    assert any(q.id.startswith("syn-composed-dev") for q in filtered.split("dev"))
+    train = [q.text for q in filtered.split("train") if q.id.startswith("syn-composed")]
+    assert train and not any("zzz" in t for t in train)  # joined from the training queries the filter kept
+
+
+def test_a_spec_without_composition_keeps_the_provenance_of_catalogues_built_before_it():
+    src = _source()
+    cat = synthesize(src, _per_tool(src), SyntheticSpec(source="src"), "syn")
+    assert "compose" not in cat.provenance["spec"] and "composed_train" not in cat.provenance["synthetic"]
+    assert not any(q.id.startswith("syn-composed") for q in cat.queries)
+
+
+def test_joined_requests_lowercase_after_a_connector_but_keep_the_pronoun_i():
+    import random
+
+    from toolret.catalog.synthetic import CONNECTORS, join_requests
+
+    texts = {join_requests(["Find a hotel.", "Get the weather.", "I need a taxi."], random.Random(s)) for s in range(40)}
+    assert all(t.startswith("Find a hotel. ") for t in texts)
+    for connector in CONNECTORS[1:]:
+        assert any(f"{connector}get the weather." in t for t in texts), connector
+        assert any(f"{connector}I need a taxi." in t for t in texts), connector
+    assert any("hotel. Get the weather." in t for t in texts)  # no connector: the part unchanged

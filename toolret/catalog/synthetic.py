@@ -18,6 +18,13 @@ model trained on one is never selected on the other's training queries). The fil
 treatment: dev queries are all kept, so dev is drawn like test (which no first stage filters) -- a dev split
 of queries BM25 finds would favour any first stage with BM25 in it.
 
+Composed requests (``compose``): ToolBench's instructions ask for several things in one message (median 43-46
+words, 2-3 gold APIs), the generations ask for one (median 14 words). Of each split's single-API queries, seeded
+groups -- 2-3 APIs of one parent tool, or one API of each of 2-3 tools of one category, as ToolBench built its
+I1 / I2 instructions -- are joined into one request whose gold is the group. Training requests are joined from
+training queries, dev requests from dev queries, each split with its own seed: a filtered catalogue's dev split
+stays the unfiltered one's.
+
 Nothing here reads a test query or a test qrel: the source catalogue's queries are dropped, and the result
 has train and dev splits only (``provenance.purpose = "training"``; validated for a train split).
 """
@@ -88,6 +95,60 @@ def multi_api_groups(catalog: Catalog, spec: SyntheticSpec) -> list[tuple[str, .
     return list(groups)
 
 
+CONNECTORS = ("", "Also, ", "Additionally, ", "And ")  # before every request but the first
+
+
+def join_requests(parts: Sequence[str], rng: random.Random) -> str:
+    """One message asking for each of ``parts`` in turn: a seeded connector before every part after the first
+    (its first letter lowercased after one, unless it is the pronoun I)."""
+    out = parts[0].strip()
+    for part in parts[1:]:
+        part, connector = part.strip(), rng.choice(CONNECTORS)
+        if connector and not (part[:2] in ("I ", "I'") or part == "I"):
+            part = part[:1].lower() + part[1:]
+        out += " " + connector + part
+    return out
+
+
+def compose_requests(catalog: Catalog, singles: Sequence[tuple[str, str]], n: int,
+                     rng: random.Random) -> list[tuple[str, tuple[str, ...]]]:
+    """Up to ``n`` composed requests ``(text, API ids)`` from single-API ``(text, API id)`` queries of one split:
+    the first half for 2-3 APIs of one parent tool, the rest for one API of each of 2-3 parent tools of one
+    category (the other kind where a split has no group of one); each part a seeded one of its API's queries, in
+    seeded order. A text already drawn is not repeated (so fewer than ``n`` may come back)."""
+    position = {t.id: i for i, t in enumerate(catalog.tools)}
+    by_api: dict[str, list[str]] = {}
+    for text, api in singles:
+        by_api.setdefault(api, []).append(text)
+    by_parent: dict[str, list[str]] = {}
+    for api in sorted(by_api, key=position.__getitem__):
+        tool = catalog.tools[position[api]]
+        by_parent.setdefault(tool.tool or api, []).append(api)
+    parents_by_cat: dict[str, list[str]] = {}
+    for parent, apis in by_parent.items():
+        parents_by_cat.setdefault(catalog.tools[position[apis[0]]].category or parent, []).append(parent)
+    tool_pool = sorted(p for p, apis in by_parent.items() if len(apis) >= 2)
+    cat_pool = sorted(c for c, ps in parents_by_cat.items() if len(ps) >= 2)
+    out: list[tuple[str, tuple[str, ...]]] = []
+    drawn: set[str] = set()
+    for i in range(n):
+        one_tool = (i < (n + 1) // 2 and bool(tool_pool)) or not cat_pool
+        if one_tool and not tool_pool:
+            break
+        if one_tool:
+            apis = by_parent[rng.choice(tool_pool)]
+            group = rng.sample(apis, min(len(apis), rng.choice((2, 3))))
+        else:
+            parents = parents_by_cat[rng.choice(cat_pool)]
+            group = [rng.choice(by_parent[p]) for p in rng.sample(parents, min(len(parents), rng.choice((2, 3))))]
+        rng.shuffle(group)
+        text = join_requests([rng.choice(by_api[a]) for a in group], rng)
+        if text not in drawn:
+            drawn.add(text)
+            out.append((text, tuple(sorted(group, key=position.__getitem__))))
+    return out
+
+
 def consistent(catalog: Catalog, queries: Sequence[tuple[str, str]], depth: int) -> list[bool]:
     """For ``(query text, source API id)`` pairs: does BM25 over the original documents rank the source
     API within ``depth``?"""
@@ -143,15 +204,27 @@ def synthesize(catalog: Catalog, per_tool: Sequence[Sequence[str]], spec: Synthe
         counts["multi_api"] += len(ids) > 1
         queries.append(Query(qid, q, split))
         qrels[qid] = {t: 1 for t in ids}
+    if spec.compose:  # each split joined from its own single-API queries, with its own seed
+        for split, seed in (("dev", spec.seed + 3), ("train", spec.seed + 4)):
+            singles = [(q, ids[0]) for (q, ids, _), b in kept if len(ids) == 1 and (b == "train") == (split == "train")]
+            composed = compose_requests(catalog, singles, round(spec.compose * len(singles)), random.Random(seed))
+            for j, (q, ids) in enumerate(composed):
+                qid = f"syn-composed-{split}{j}"
+                queries.append(Query(qid, q, split))
+                qrels[qid] = {t: 1 for t in ids}
+            counts[f"composed_{split}"] = len(composed)
+            counts["multi_api"] += len(composed)
     with_queries = sum(1 for qs in per_tool if qs)
     provenance = {
-        "purpose": "training", "source": catalog.name, "spec": spec.to_dict(), "job": job_provenance or {},
+        # no composition: the provenance of catalogues built before it existed (their content is unchanged)
+        "purpose": "training", "source": catalog.name,
+        "spec": {k: v for k, v in spec.to_dict().items() if k != "compose" or spec.compose}, "job": job_provenance or {},
         "synthetic": {
             "tools": len(catalog.tools), "tools_with_queries": with_queries,
             "tools_without_queries": len(catalog.tools) - with_queries,
             "generated": len(pairs), "generated_multi_api": len(pairs) - n_single,
             "duplicate_texts_dropped": len(pairs) - len(unique),
-            "filtered_out": len(unique) - len(kept), "queries": len(kept), **counts,
+            "filtered_out": len(unique) - len(kept), "queries": len(queries), **counts,
             "held_out_categories": sorted(held_cats), "held_out_tools": sorted(held_tools),
             "held_out_apis": len(held_apis),
         },
@@ -223,5 +296,5 @@ def multi_api_job_prompts(catalog: Catalog, params: Any) -> tuple[list[Any], Syn
     return [multi_api_prompt([docs[t] for t in g]) for g in multi_api_groups(catalog, specs[0])], specs[0]
 
 
-__all__ = ["SyntheticSpec", "consistent", "holdout_tools", "sample_tools", "multi_api_groups", "multi_api_job_prompts",
-           "stored_group_queries", "stored_outputs", "stored_tool_queries", "synthesize"]
+__all__ = ["SyntheticSpec", "compose_requests", "consistent", "holdout_tools", "sample_tools", "multi_api_groups", "multi_api_job_prompts",
+           "join_requests", "stored_group_queries", "stored_outputs", "stored_tool_queries", "synthesize"]
