@@ -127,7 +127,8 @@ def cmd_catalog_select(args: argparse.Namespace) -> None:
     from toolret.catalog.select import select_queries
     from toolret.catalog.validation import validate_catalog
 
-    catalog = select_queries(load_catalog(args.catalog), args.split, min_gold=args.min_gold, name=args.name)
+    catalog = select_queries(load_catalog(args.catalog), args.split, min_gold=args.min_gold, name=args.name,
+                             sample=args.sample, seed=args.seed)
     report = validate_catalog(catalog)
     if not report.success:
         raise CatalogError(f"selected catalogue {args.name!r} failed validation; nothing written:\n{report.summary()}")
@@ -547,6 +548,8 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--catalog", required=True, help="the source curated catalogue")
     se.add_argument("--split", required=True, choices=["train", "dev", "test"])
     se.add_argument("--min-gold", type=int, default=1, help="keep queries with at least this many gold tools")
+    se.add_argument("--sample", type=int, default=0, help="a seeded sample of that many selected queries (0: all)")
+    se.add_argument("--seed", type=int, default=13, help="the sample's seed")
     se.add_argument("--name", required=True, help="the new catalogue's name")
     se.add_argument("--out", required=True)
     se.set_defaults(func=cmd_catalog_select)

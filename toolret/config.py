@@ -134,6 +134,8 @@ class SelectionSpec(StrictModel):
     source: str  # a curated catalogue (a dataset or a synthetic training catalogue)
     split: Literal["train", "dev", "test"]
     min_gold: int = Field(1, ge=1)  # keep the queries with at least this many gold tools
+    sample: int = Field(0, ge=0)  # a seeded sample of that many of them (0 = all)
+    seed: int = 13
 
 
 class CoreParams(StrictModel):

@@ -41,3 +41,20 @@ def test_an_empty_selection_is_a_clear_error_and_writes_nothing(tmp_path):
 
     with pytest.raises(CatalogError, match="no judged 'dev' queries with >= 4 gold"):
         select_queries(_catalog(), "dev", min_gold=4, name="x")
+
+
+def test_a_sample_is_seeded_in_source_order_and_recorded_only_when_drawn():
+    from toolret.catalog.select import select_queries
+
+    tools = [Tool(f"t{i}", f"api {i}", {"original": f"document {i}"}) for i in range(3)]
+    qs = [Query(f"d{i:02d}", f"request {i}", "dev") for i in range(40)]
+    catalog = Catalog("src", tools, qs, {q.id: {"t0": 1, "t1": 1} for q in qs})
+    a = select_queries(catalog, "dev", min_gold=2, name="x", sample=10, seed=1)
+    ids = [q.id for q in a.split("test")]
+    assert len(ids) == 10 and ids == sorted(ids)  # the source's order
+    assert ids == [q.id for q in select_queries(catalog, "dev", min_gold=2, name="x", sample=10, seed=1).split("test")]
+    assert any([q.id for q in select_queries(catalog, "dev", min_gold=2, name="x", sample=10, seed=s).split("test")]
+               != ids for s in range(2, 6))
+    assert a.provenance["selection"] == {"split": "dev", "min_gold": 2, "sample": 10, "seed": 1, "n_queries": 10}
+    everything = select_queries(catalog, "dev", min_gold=2, name="x", sample=40)
+    assert len(everything.split("test")) == 40 and "sample" not in everything.provenance["selection"]

@@ -17,21 +17,30 @@ Example:
 
 from __future__ import annotations
 
+import random
+
 from toolret.catalog.model import Catalog, CatalogError, Query
 
 
-def select_queries(catalog: Catalog, split: str, *, min_gold: int = 1, name: str) -> Catalog:
+def select_queries(catalog: Catalog, split: str, *, min_gold: int = 1, name: str, sample: int = 0,
+                   seed: int = 13) -> Catalog:
     """``catalog`` with only the judged ``split`` queries that have at least ``min_gold`` gold tools, as the
-    test split of a catalogue named ``name``."""
-    if min_gold < 1:
-        raise CatalogError(f"select: min_gold must be >= 1 (got {min_gold})")
+    test split of a catalogue named ``name``; ``sample`` > 0: a seeded sample of that many of them, in their
+    order (all of them when there are no more)."""
+    if min_gold < 1 or sample < 0:
+        raise CatalogError(f"select: min_gold must be >= 1 and sample >= 0 (got {min_gold}, {sample})")
     chosen = [q for q in catalog.split(split) if len(catalog.qrels.get(q.id, {})) >= min_gold]
     if not chosen:
         raise CatalogError(f"select: catalogue {catalog.name!r} has no judged {split!r} queries with >= {min_gold} "
                            f"gold tools (its splits: {catalog.stats().get('n_queries')})")
+    rule = {"split": split, "min_gold": min_gold}
+    if 0 < sample < len(chosen):
+        keep = set(random.Random(seed).sample(range(len(chosen)), sample))
+        chosen = [q for i, q in enumerate(chosen) if i in keep]
+        rule.update(sample=sample, seed=seed)  # no sample: the provenance of selections made before it existed
     queries = [Query(q.id, q.text, "test") for q in chosen]
     provenance = {"source": catalog.name, "source_provenance": catalog.provenance,
-                  "selection": {"split": split, "min_gold": min_gold, "n_queries": len(queries)}}
+                  "selection": {**rule, "n_queries": len(queries)}}
     return Catalog(name, list(catalog.tools), queries, {q.id: dict(catalog.qrels[q.id]) for q in chosen}, provenance)
 
 

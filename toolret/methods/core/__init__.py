@@ -77,7 +77,8 @@ METHOD = register_method(Method(
             desc="Evaluation catalogue sliced from another's judged queries (e.g. a training catalogue's multi-API "
                  "dev requests: a dev set shaped like a benchmark, built without reading its test queries)",
             cmd="toolret catalog select --catalog data/curated/${item.source} --split ${item.split} "
-                "--min-gold ${item.min_gold} --name ${key} --out data/curated/${key}",
+                "--min-gold ${item.min_gold} --sample ${item.sample} --seed ${item.seed} --name ${key} "
+                "--out data/curated/${key}",
             entry="toolret.cli:cmd_catalog_select", deps=("data/curated/${item.source}",),
             params=("selections",), outs=("data/curated/${key}",),
         ),
