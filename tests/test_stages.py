@@ -88,7 +88,7 @@ def test_a_reranker_trained_on_a_filtered_catalogue_mines_with_the_dense_ft_its_
     params = load_params(ROOT / "params.yaml").replace(
         toolrerank_datasets=["toolbench-g1-tool"],
         trained_on={"toolbench-g1-tool": "toolbench-synthetic", "toolbench-synthetic-filtered": "toolbench-synthetic",
-                    "toolbench-synthetic-multidev": "toolbench-synthetic"})
+                    "toolbench-synthetic-composed-multidev": "toolbench-synthetic"})
     unfiltered = params.synthetic["toolbench-synthetic"].model_dump()
     params = params.replace(synthetic={**{k: v.model_dump() for k, v in params.synthetic.items()},
                                        "toolbench-synthetic-filtered": {**unfiltered, "filter": "bm25"}})
@@ -99,11 +99,12 @@ def test_a_reranker_trained_on_a_filtered_catalogue_mines_with_the_dense_ft_its_
     assert train["toolbench-synthetic-filtered"]["src0"] == "data/models/toolbench-synthetic/dense-ft"
     assert train["toolbench-env-synthetic"]["src0"] == "data/models/toolbench-env-synthetic/dense-ft"
     assert stages["index_ft"]["foreach"] == stages["evaluate_ft"]["foreach"] == {
-        "toolbench-g1-tool": "toolbench-synthetic", "toolbench-synthetic-multidev": "toolbench-synthetic"}
+        "toolbench-g1-tool": "toolbench-synthetic", "toolbench-synthetic-composed-multidev": "toolbench-synthetic"}
     for name in ("toolrerank_ablations", "index_toolrerank"):
         deps = stages[name]["do"]["deps"]
         assert "data/models/toolbench-synthetic/dense-ft" in deps, name
         assert not any("toolbench-synthetic-filtered/dense-ft" in d for d in deps), name
+    assert params.toolrerank.dev_selection_dataset == "toolbench-synthetic-composed-multidev"
     assert "data/models/toolbench-synthetic/dense-ft" in stages["toolrerank_dev_selection"]["deps"]
 
 

@@ -37,10 +37,12 @@ ABLATIONS = [("toolrerank_paper", "reranked order alone (ce_weight 1.0, the pape
              ("intent_views", "cross-encoder scores the query's Re-Invoke intents (max over query + intents)"),
              ("rerank-10_intent_views", "Rerank-10 over the query's intents (vs Rerank-10)"),
              ("out_of_domain", "cross-encoder trained on ToolLens (out of domain)"),
-             ("unfiltered", "training queries not consistency-filtered"),
-             ("unfiltered_intent_views", "not filtered, scoring the intents (vs scoring the intents)"),
-             ("toollens_mixed", "ToolLens train queries mixed into the training"),
-             ("untrained_first_stage", "untrained hybrid as the first stage (mining and reranking; not hybrid-ft)"),
+             ("not_composed", "no composed requests in training (the filtered catalogue alone)"),
+             ("not_composed_intent_views", "no composed requests, scoring the intents (vs no composed requests)"),
+             ("unfiltered", "no composed requests, training queries not filtered (vs no composed requests)"),
+             ("unfiltered_intent_views", "no composed requests, not filtered, scoring the intents (vs the same, filtered)"),
+             ("toollens_mixed", "no composed requests, ToolLens train queries mixed in (vs no composed requests)"),
+             ("untrained_first_stage", "no composed requests, untrained hybrid as the first stage (vs no composed requests)"),
              ("hier_none", "hierarchy: none (truncation + cross-encoder)"),
              ("hier_single", "hierarchy: Alg. 1 for all"),
              ("hier_multi", "hierarchy: Alg. 2 for all"), ("hier_oracle", "hierarchy: oracle query type"),
@@ -169,7 +171,8 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, note
     ran = [(row, label) for row, label in
            [("toolrerank", "ToolRerank (classifier, extended list for unseen tools, dev-selected m)"), *ABLATIONS]
            if any(row in d["rows"] for d in data.values())]  # rows of the grid that were run
-    lines += ["", "## Ablations (Recall@5; p: paired randomization test vs ToolRerank; paper: Tables 5-7)", "",
+    lines += ["", "## Ablations (Recall@5; p: paired randomization test vs the row's baseline -- ToolRerank unless the "
+              "label says; paper: Tables 5-7)", "",
               *markdown_table(["variant", *data], ([label, *(ablation_cell(row, ds) for ds in data)]
                                                    for row, label in ran))]
     classified = [(ds, d["classifier"]) for ds, d in data.items() if d.get("classifier")]
