@@ -65,19 +65,26 @@ def holdout_tools(catalog: Catalog, spec: SyntheticSpec) -> tuple[set[str], set[
     return held_cats, held_tools, held_apis
 
 
+def _hierarchy(catalog: Catalog, api_ids: Sequence[str]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """``(parent tool -> its APIs, category -> its parent tools)`` over ``api_ids`` (in their order); an API with no
+    parent / category counts as its own."""
+    by_id = {t.id: t for t in catalog.tools}
+    by_parent: dict[str, list[str]] = {}
+    for api in api_ids:
+        by_parent.setdefault(by_id[api].tool or api, []).append(api)
+    parents_by_cat: dict[str, list[str]] = {}
+    for parent, apis in by_parent.items():
+        parents_by_cat.setdefault(by_id[apis[0]].category or parent, []).append(parent)
+    return by_parent, parents_by_cat
+
+
 def multi_api_groups(catalog: Catalog, spec: SyntheticSpec) -> list[tuple[str, ...]]:
     """Seeded API groups a multi-API request is written for, sampled without regard to any test query:
     ``multi_tool_groups`` of 2-3 APIs of one parent tool, then ``multi_category_groups`` of one API from each
     of 2-3 parent tools of one category; each group once (API ids, catalogue order within a group)."""
     rng = random.Random(spec.seed + 2)
     position = {t.id: i for i, t in enumerate(catalog.tools)}
-    by_parent: dict[str, list[str]] = {}
-    for t in catalog.tools:
-        by_parent.setdefault(t.tool or t.id, []).append(t.id)
-    parents_by_cat: dict[str, list[str]] = {}
-    for parent, apis in by_parent.items():
-        cat = catalog.tools[position[apis[0]]].category or parent
-        parents_by_cat.setdefault(cat, []).append(parent)
+    by_parent, parents_by_cat = _hierarchy(catalog, catalog.tool_ids)
     tool_pool = sorted(p for p, apis in by_parent.items() if len(apis) >= 2)
     cat_pool = sorted(c for c, ps in parents_by_cat.items() if len(ps) >= 2)
     groups: dict[tuple[str, ...], None] = {}
@@ -120,13 +127,7 @@ def compose_requests(catalog: Catalog, singles: Sequence[tuple[str, str]], n: in
     by_api: dict[str, list[str]] = {}
     for text, api in singles:
         by_api.setdefault(api, []).append(text)
-    by_parent: dict[str, list[str]] = {}
-    for api in sorted(by_api, key=position.__getitem__):
-        tool = catalog.tools[position[api]]
-        by_parent.setdefault(tool.tool or api, []).append(api)
-    parents_by_cat: dict[str, list[str]] = {}
-    for parent, apis in by_parent.items():
-        parents_by_cat.setdefault(catalog.tools[position[apis[0]]].category or parent, []).append(parent)
+    by_parent, parents_by_cat = _hierarchy(catalog, sorted(by_api, key=position.__getitem__))
     tool_pool = sorted(p for p, apis in by_parent.items() if len(apis) >= 2)
     cat_pool = sorted(c for c, ps in parents_by_cat.items() if len(ps) >= 2)
     out: list[tuple[str, tuple[str, ...]]] = []
