@@ -236,7 +236,8 @@ def test_composed_requests_join_queries_of_one_split_for_apis_of_one_tool_or_one
     APIs. Parts come from the request's own split only: no dev text in a training request, or the reverse."""
     src, cat = _composed()
     by_id = {t.id: t for t in src.tools}
-    singles = {split: {q.text: next(iter(cat.gold(q.id))) for q in cat.split(split) if not q.id.startswith("syn-composed")
+    singles = {split: {q.text: next(iter(cat.gold(q.id))) for q in cat.split(split)
+                       if not q.id.startswith("syn-composed")
                        and len(cat.gold(q.id)) == 1} for split in ("train", "dev")}
     info = cat.provenance["synthetic"]
     for split in ("train", "dev"):
@@ -281,7 +282,8 @@ def test_joined_requests_lowercase_after_a_connector_but_keep_the_pronoun_i():
 
     from toolret.catalog.synthetic import CONNECTORS, join_requests
 
-    texts = {join_requests(["Find a hotel.", "Get the weather.", "I need a taxi."], random.Random(s)) for s in range(40)}
+    parts = ["Find a hotel.", "Get the weather.", "I need a taxi."]
+    texts = {join_requests(parts, random.Random(s)) for s in range(40)}
     assert all(t.startswith("Find a hotel. ") for t in texts)
     for connector in CONNECTORS[1:]:
         assert any(f"{connector}get the weather." in t for t in texts), connector

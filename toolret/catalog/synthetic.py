@@ -219,7 +219,8 @@ def synthesize(catalog: Catalog, per_tool: Sequence[Sequence[str]], spec: Synthe
     provenance = {
         # no composition: the provenance of catalogues built before it existed (their content is unchanged)
         "purpose": "training", "source": catalog.name,
-        "spec": {k: v for k, v in spec.to_dict().items() if k != "compose" or spec.compose}, "job": job_provenance or {},
+        "spec": {k: v for k, v in spec.to_dict().items() if k != "compose" or spec.compose},
+        "job": job_provenance or {},
         "synthetic": {
             "tools": len(catalog.tools), "tools_with_queries": with_queries,
             "tools_without_queries": len(catalog.tools) - with_queries,
@@ -297,5 +298,6 @@ def multi_api_job_prompts(catalog: Catalog, params: Any) -> tuple[list[Any], Syn
     return [multi_api_prompt([docs[t] for t in g]) for g in multi_api_groups(catalog, specs[0])], specs[0]
 
 
-__all__ = ["SyntheticSpec", "compose_requests", "consistent", "holdout_tools", "sample_tools", "multi_api_groups", "multi_api_job_prompts",
-           "join_requests", "stored_group_queries", "stored_outputs", "stored_tool_queries", "synthesize"]
+__all__ = ["SyntheticSpec", "compose_requests", "consistent", "holdout_tools", "join_requests", "multi_api_groups",
+           "multi_api_job_prompts", "sample_tools", "stored_group_queries", "stored_outputs", "stored_tool_queries",
+           "synthesize"]
