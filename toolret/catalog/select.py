@@ -22,6 +22,14 @@ import random
 from toolret.catalog.model import Catalog, CatalogError, Query
 
 
+def sample_queries(items: list, n: int, seed: int) -> list:
+    """A seeded sample of ``n`` items in their original order (all of them when ``n`` is 0 or too large)."""
+    if n <= 0 or n >= len(items):
+        return list(items)
+    keep = set(random.Random(seed).sample(range(len(items)), n))
+    return [x for i, x in enumerate(items) if i in keep]
+
+
 def select_queries(catalog: Catalog, split: str, *, min_gold: int = 1, name: str, sample: int = 0,
                    seed: int = 13) -> Catalog:
     """``catalog`` with only the judged ``split`` queries that have at least ``min_gold`` gold tools, as the
@@ -35,8 +43,7 @@ def select_queries(catalog: Catalog, split: str, *, min_gold: int = 1, name: str
                            f"gold tools (its splits: {catalog.stats().get('n_queries')})")
     rule = {"split": split, "min_gold": min_gold}
     if 0 < sample < len(chosen):
-        keep = set(random.Random(seed).sample(range(len(chosen)), sample))
-        chosen = [q for i, q in enumerate(chosen) if i in keep]
+        chosen = sample_queries(chosen, sample, seed)
         rule.update(sample=sample, seed=seed)  # no sample: the provenance of selections made before it existed
     queries = [Query(q.id, q.text, "test") for q in chosen]
     provenance = {"source": catalog.name, "source_provenance": catalog.provenance,
@@ -44,4 +51,4 @@ def select_queries(catalog: Catalog, split: str, *, min_gold: int = 1, name: str
     return Catalog(name, list(catalog.tools), queries, {q.id: dict(catalog.qrels[q.id]) for q in chosen}, provenance)
 
 
-__all__ = ["select_queries"]
+__all__ = ["sample_queries", "select_queries"]

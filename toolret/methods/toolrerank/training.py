@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from toolret.catalog.model import Catalog, CatalogError
+from toolret.catalog.select import sample_queries
 from toolret.methods.toolrerank.config import PAPER_BEST, ToolRerankConfig
 
 if TYPE_CHECKING:
@@ -58,14 +59,6 @@ def read_seen(folder: str | Path, level: str = "api"):
         return SeenSet(json.loads(path.read_text(encoding="utf-8"))["apis"], level)
     except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
         raise CatalogError(f"{path}: not a ToolRerank seen-API list ({e})") from None
-
-
-def sample_queries(items: list, n: int, seed: int) -> list:
-    """A seeded sample of ``n`` items in their original order (all of them when ``n`` is 0 or too large)."""
-    if n <= 0 or n >= len(items):
-        return list(items)
-    keep = set(random.Random(seed).sample(range(len(items)), n))
-    return [x for i, x in enumerate(items) if i in keep]
 
 
 def _work_dir(out_dir: Path, config: ToolRerankConfig, catalog: Catalog) -> Path:
