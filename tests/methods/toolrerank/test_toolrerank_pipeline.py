@@ -196,6 +196,25 @@ def test_separation_diagnostic_scores_gold_hard_and_random_dev_pairs(trained, ca
         assert 0.0 <= auc <= 1.0
 
 
+def test_grid_command_reselects_on_any_split_and_reproduces_the_artifacts_own_dev_selection(trained, capsys):
+    """``toolrerank-grid`` on the artifact's own dev queries (all 10: dev_queries 200 > 10) selects what training
+    selected; on another split it selects on those queries (routed by the artifact's classifier)."""
+    report = json.loads((trained["artifact"] / "toolrerank.json").read_text())
+    runs = {}
+    for split in ("dev", "test"):
+        capsys.readouterr()
+        assert main(["--params", str(trained["params"]), "toolrerank-grid", "--dataset", str(trained["catalog"]),
+                     "--artifact", str(trained["artifact"]), "--split", split, "--queries", "0"]) == 0
+        runs[split] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    dev, test = runs["dev"], runs["test"]
+    assert dev["selected"] == report["selected"] and dev["artifact_selected"] == report["selected"]
+    assert dev["dev_recall@5"] == pytest.approx(report["grid"]["dev_recall@5"])
+    assert dev["dev_baselines"] == pytest.approx(report["grid"]["dev_baselines"])
+    assert test["n_queries"] == 10 and sum(test["modes"].values()) == 10 and test["split"] == "test"
+    assert test["selected"]["m_s"] in (3, 6) and test["selected"]["ce_weight"] in (1.0, 0.5, 0.0)
+    assert [row["ce_weight"] for row in test["ce_weight"]["by_weight"]] == [1.0, 0.5, 0.0]
+
+
 def test_report_from_an_evaluation_grid_names_the_artifact_and_its_numbers(trained):
     """``report-ablations --method toolrerank`` on a grid over the fixture: the header carries the artifact's
     training record (regression: it read a key the trainer no longer writes and crashed) and the main table

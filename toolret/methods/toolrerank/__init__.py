@@ -97,6 +97,14 @@ def _separation_arguments(parser) -> None:
     parser.add_argument("--seed", type=int, default=99)
 
 
+def _grid_arguments(parser) -> None:
+    parser.add_argument("--artifact", required=True, help="a ToolRerank artifact, e.g. data/models/<name>/toolrerank")
+    parser.add_argument("--split", default="dev", help="the catalogue split whose queries select (never a test split "
+                        "of a benchmark; a dev selection keeps its queries as `test`)")
+    parser.add_argument("--queries", type=int, default=300, help="queries sampled (seeded; 0: all)")
+    parser.add_argument("--seed", type=int, default=13)
+
+
 # what the trained artifact depends on (inference-only keys and the ablation grid do not retrain it)
 _TRAIN_PARAMS = tuple(f"toolrerank.{k}" for k in TrainingConfig.model_fields) + (
     "toolrerank.candidates", "toolrerank.seen_level", "toolrerank.extend_unseen", "toolrerank.extend_seen", "dense")
@@ -165,7 +173,11 @@ METHOD = register_method(Method(
     cli=(CliCommand("reranker-separation",
                     "does a trained ToolRerank cross-encoder separate gold from hard / random dev APIs",
                     run="toolret.methods.toolrerank.diagnostics:separation_command",
-                    arguments=_separation_arguments, source=True),),
+                    arguments=_separation_arguments, source=True),
+         CliCommand("toolrerank-grid",
+                    "select a trained ToolRerank artifact's m_s/m_u/tau_s/tau_m/n and fusion weight on a catalogue's "
+                    "split (paper Table 2), beside the setting it selected on its own dev split",
+                    run="toolret.methods.toolrerank.training:grid_command", arguments=_grid_arguments, source=True)),
     stages=(
         StageTemplate(
             name="toolrerank_train", order=32, costly=True, trains=True, foreach="${toolrerank.train_datasets}",

@@ -129,7 +129,6 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
     work.mkdir(parents=True, exist_ok=True)
     documents = catalog.docs(docs)
     retriever = first_stage(catalog, config, params, docs)
-    pos = {t: i for i, t in enumerate(catalog.tool_ids)}
 
     mixed = _mixed_catalogues(config, params)
 
@@ -161,22 +160,9 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
     seen = SeenSet.from_queries(catalog, train, config.seen_level)
     for mix, mix_train in mixed:  # the mixed catalogues' gold APIs were seen in training too
         seen = SeenSet(seen.apis | SeenSet.from_queries(mix, mix_train).apis, config.seen_level)
-    lib = library(catalog.tools, seen)
     scorer = CrossEncoderScorer(model_dir, config.max_length, config.batch_size_predict, config.device,
                                 config.score_cache, config.quantize)
-    dev_ranking = retriever.search([q.text for q in dev], config.candidates)
-    cands = [[int(i) for i in row if i >= 0] for row in dev_ranking.indices]
-    scorer.score_pairs([(q.text, documents[c]) for q, row in zip(dev, cands) for c in row], progress=True)
-    emb = _document_embeddings(params, documents)
-    views = _views(dev, cands, scorer, documents, emb)
-    grid = config.grid
-    modes = ["multi" if m else "single" for m in pred]
-    gold = [{pos[t] for t in catalog.gold(q.id)} for q in dev]
-    search = _grid_search(views, modes, gold, lib, grid, config)
-    oracle = ["multi" if m else "single" for m in dev_multi]
-    search["dev_baselines"] = _dev_baselines(views, gold, lib, search["selected"], config, modes, oracle, grid.metric)
-    search["ce_weight"] = _select_ce_weight(views, modes, gold, lib, search["selected"], config)
-    search["selected"]["ce_weight"] = search["ce_weight"]["selected"]
+    search = select_on(dev, catalog, retriever, scorer, clf, seen, config, params, documents)
 
     report = {"train_dataset": catalog.name, "config": config.training().to_dict(), "docs": docs,
               "n_train_queries": len(train), "n_train_split": len(train_all), "n_dev_queries": len(dev),
@@ -197,6 +183,54 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
         write_key(tmp, artifact_key(config, params, config.train_dataset or catalog.name))
     shutil.rmtree(work, ignore_errors=True)
     return report
+
+
+def select_on(queries, catalog: Catalog, retriever, scorer, classifier, seen, config: ToolRerankConfig, params: CoreParams,
+              documents: list[str]) -> dict[str, Any]:
+    """The grid of paper Table 2 and then the fusion weight (``grid.ce_weight``) on ``queries`` of ``catalog``: their
+    first-stage top ``candidates`` scored once (score cache), each query routed by ``classifier``, ``seen`` the
+    training APIs. ``search["selected"]`` holds m_s / m_u / tau_s / tau_m / n / ce_weight; ``dev_baselines`` the
+    first stage, Rerank-m and the hierarchy variants (oracle: the queries' gold query types) at that setting."""
+    from toolret.methods.toolrerank.hierarchy import is_multi_tool
+
+    lib = library(catalog.tools, seen)
+    pos = {t: i for i, t in enumerate(catalog.tool_ids)}
+    ranking = retriever.search([q.text for q in queries], config.candidates)
+    cands = [[int(i) for i in row if i >= 0] for row in ranking.indices]
+    scorer.score_pairs([(q.text, documents[c]) for q, row in zip(queries, cands) for c in row], progress=True)
+    views = _views(queries, cands, scorer, documents, _document_embeddings(params, documents))
+    modes = ["multi" if m else "single" for m in classifier.predict_multi([q.text for q in queries])]
+    gold = [{pos[t] for t in catalog.gold(q.id)} for q in queries]
+    search = _grid_search(views, modes, gold, lib, config.grid, config)
+    oracle = ["multi" if is_multi_tool(catalog, q.id) else "single" for q in queries]
+    search["dev_baselines"] = _dev_baselines(views, gold, lib, search["selected"], config, modes, oracle,
+                                             config.grid.metric)
+    search["ce_weight"] = _select_ce_weight(views, modes, gold, lib, search["selected"], config)
+    search["selected"]["ce_weight"] = search["ce_weight"]["selected"]
+    return search
+
+
+def grid_command(args, params: CoreParams, catalog: Catalog) -> None:
+    """``toolret toolrerank-grid``: :func:`select_on` for a trained ``--artifact`` on ``--queries`` seeded queries of
+    a catalogue's ``--split`` (a dev catalogue shaped like the target, never a benchmark's test split), beside the
+    setting the artifact selected on its own dev split; JSON on stdout."""
+    from toolret.methods.toolrerank.classifier import QueryTypeClassifier
+    from toolret.methods.toolrerank.crossencoder import CrossEncoderScorer
+
+    artifact = Path(args.artifact)
+    report = read_report(artifact)
+    config = params.toolrerank.component_config()
+    queries = sample_queries(catalog.split(args.split), args.queries, args.seed)
+    if not queries:
+        raise CatalogError(f"toolrerank-grid: {catalog.name!r} has no {args.split!r} queries")
+    docs = report.get("docs", "original")
+    scorer = CrossEncoderScorer(artifact / "model", report["config"]["max_length"], config.batch_size_predict,
+                                config.device, config.score_cache, config.quantize)
+    search = select_on(queries, catalog, first_stage(catalog, config, params, docs), scorer,
+                       QueryTypeClassifier.load(artifact), read_seen(artifact, config.seen_level), config, params,
+                       catalog.docs(docs))
+    print(json.dumps({"catalog": catalog.name, "split": args.split, "artifact": str(artifact),
+                      "artifact_selected": report["selected"], **search}))
 
 
 def _mixed_catalogues(config: ToolRerankConfig, params: CoreParams) -> list[tuple[Catalog, list]]:
@@ -286,4 +320,5 @@ def _dev_baselines(views, gold, lib, selected, config, modes, oracle, metric) ->
     return out
 
 
-__all__ = ["artifact_complete", "artifact_key", "first_stage", "library", "read_report", "read_seen", "sample_queries", "train_artifact"]
+__all__ = ["artifact_complete", "artifact_key", "first_stage", "grid_command", "library", "read_report", "read_seen",
+           "sample_queries", "select_on", "train_artifact"]
