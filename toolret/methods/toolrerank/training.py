@@ -185,8 +185,8 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
     return report
 
 
-def select_on(queries, catalog: Catalog, retriever, scorer, classifier, seen, config: ToolRerankConfig, params: CoreParams,
-              documents: list[str]) -> dict[str, Any]:
+def select_on(queries, catalog: Catalog, retriever, scorer, classifier, seen, config: ToolRerankConfig,
+              params: CoreParams, documents: list[str]) -> dict[str, Any]:
     """The grid of paper Table 2 and then the fusion weight (``grid.ce_weight``) on ``queries`` of ``catalog``: their
     first-stage top ``candidates`` scored once (score cache), each query routed by ``classifier``, ``seen`` the
     training APIs. ``search["selected"]`` holds m_s / m_u / tau_s / tau_m / n / ce_weight; ``dev_baselines`` the
