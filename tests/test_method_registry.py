@@ -136,13 +136,16 @@ def test_a_method_contributes_cli_subcommands(methods, tmp_path: Path) -> None:
         build_parser().parse_args(["toy-source", "--dataset", "d", "--set", "a.b=1"])
 
 
-def test_reranker_separation_is_toolrerank_s_command_not_the_core_cli() -> None:
+def test_reranker_separation_and_toolrerank_grid_are_toolrerank_s_commands_not_the_core_cli() -> None:
     from toolret.cli import build_parser
 
-    [command] = reg.methods()["toolrerank"].cli
-    assert command.name == "reranker-separation" and command.run.startswith("toolret.methods.toolrerank.")
+    commands = {c.name: c for c in reg.methods()["toolrerank"].cli}
+    assert set(commands) == {"reranker-separation", "toolrerank-grid"}
+    assert all(c.run.startswith("toolret.methods.toolrerank.") and c.source for c in commands.values())
     args = build_parser().parse_args(["reranker-separation", "--dataset", "toollens", "--artifact", "a"])
     assert (args.artifact, args.queries, args.seed) == ("a", 200, 99)
+    args = build_parser().parse_args(["toolrerank-grid", "--catalog", "c", "--artifact", "a"])
+    assert (args.artifact, args.split, args.queries, args.seed) == ("a", "dev", 300, 13)
     cli = (Path(toolret.methods.__path__[0]).parent / "cli.py").read_text(encoding="utf-8")
     assert "toolrerank" not in cli.lower() and "reranker-separation" not in cli
 
