@@ -168,3 +168,25 @@ def test_a_synthetic_catalogue_reads_a_built_dataset_or_a_corpus_from_its_source
                                            "src1": "${source.root}/toolbench-toolenv"}
     assert stage["do"]["deps"][:3] == ["${item.src0}", "${item.src1}", "data/generations"]
     assert "--catalog" not in stage["do"]["cmd"] and {"synthetic", "source", "cleanup"} <= set(stage["do"]["params"])
+
+
+def test_a_stage_reading_another_catalogues_dense_ft_depends_on_that_catalogue():
+    """Loading a dense-ft trained on another catalogue (a `trained_on` entry) checks the artifact's key against
+    that catalogue's train split, so every stage that builds it lists `data/curated/<training catalogue>` too:
+    without it `dvc repro -s` of the env composed reranker failed on a machine lacking the env catalogue."""
+    params = load_params(ROOT / "params.yaml")
+    stages = yaml.safe_load(render_dvc_yaml(params))["stages"]
+    train = stages["toolrerank_train"]
+    for name, sources in train["foreach"].items():
+        training = params.trained_on.get(name, name)
+        if training != name:
+            assert f"data/curated/{training}" in sources.values(), name
+    assert f"data/curated/{params.trained_on['toolbench-env-synthetic-composed']}" in \
+        train["foreach"]["toolbench-env-synthetic-composed"].values()
+    assert set(train["do"]["deps"]) >= {f"${{item.{s}}}" for s in train["foreach"]["toolbench-synthetic"]}
+    assert "data/curated/${item}" in stages["index_ft"]["do"]["deps"]
+    first_stage_training = {params.trained_on[d] for d in params.toolrerank_datasets}
+    for name in ("index_toolrerank", "toolrerank_ablations"):
+        assert {f"data/curated/{t}" for t in first_stage_training} <= set(stages[name]["do"]["deps"]), name
+    selection = params.trained_on[params.toolrerank.dev_selection_dataset]
+    assert f"data/curated/{selection}" in stages["toolrerank_dev_selection"]["deps"]

@@ -46,10 +46,13 @@ def model_dep(training: str, component: str) -> str:
     return (Path("data") / model_dir(training, component).relative_to(data_dir())).as_posix()
 
 
-def dense_ft_dep(params: Any, catalogue: str) -> str:
-    """The dense-ft a catalogue's learning components read (its ``trained_on`` entry, else its own), as a DVC
-    dep: ``data/models/<training>/dense-ft``."""
-    return model_dep((param_value(params, "trained_on") or {}).get(catalogue, catalogue), "dense-ft")
+def dense_ft_deps(params: Any, catalogue: str) -> tuple[str, ...]:
+    """The dense-ft a catalogue's learning components read (its ``trained_on`` entry, else its own), as DVC
+    deps: ``data/models/<training>/dense-ft``, plus ``data/curated/<training>`` where that is another
+    catalogue (loading the artifact checks its key against that catalogue's train split)."""
+    training = (param_value(params, "trained_on") or {}).get(catalogue, catalogue)
+    model = model_dep(training, "dense-ft")
+    return (model,) if training == catalogue else (model, f"data/curated/{training}")
 
 
 def index_and_evaluate(method: str, *, names: tuple[str, str], orders: tuple[int, int], index_desc: str,

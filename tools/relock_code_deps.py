@@ -11,10 +11,15 @@ With ``--params`` the locked params of the stages are set to what ``params.yaml`
 each declares: for a params edit that cannot alter outputs (a key moved out of a section that only reports
 read, e.g. the papers' numbers to ``paper:``).
 
+With ``--adopt`` a data dep the stage newly declares (one it already read but did not list, e.g. the
+catalogue a dense-ft artifact's key is checked against) gets the entry its producing stage locked for it as
+an output: the data the stage was built from, since the stage's own inputs are checked against it at run
+time. Each adoption is printed; a dep no locked stage produces is still an error.
+
 Only for changes that cannot alter outputs; say so in the commit message. ``tests/test_dvc_lock.py``
 checks the committed stages afterwards.
 
-Usage: .venv/bin/python tools/relock_code_deps.py [--params] [STAGE ...]
+Usage: .venv/bin/python tools/relock_code_deps.py [--params] [--adopt] [STAGE ...]
 """
 
 from __future__ import annotations
@@ -52,7 +57,8 @@ def main(argv: list[str]) -> int:
     lock_path = ROOT / "dvc.lock"
     lock = yaml.load(lock_path.read_text(encoding="utf-8"))
     relock_params = "--params" in argv
-    argv = [a for a in argv if a != "--params"]
+    adopt = "--adopt" in argv
+    argv = [a for a in argv if a not in ("--params", "--adopt")]
     stages = list(Repo(str(ROOT)).index.stages)
     declared = {s.addressing: [d.def_path for d in s.deps if not isinstance(d, ParamsDependency)] for s in stages}
     declared_params = {s.addressing: {d.def_path: list(d.params or []) for d in s.deps if isinstance(d, ParamsDependency)}
@@ -61,6 +67,7 @@ def main(argv: list[str]) -> int:
     if relock_params:
         for path in {p for by_file in declared_params.values() for p in by_file}:
             current[path] = YAML(typ="safe").load((ROOT / path).read_text(encoding="utf-8")) or {}
+    produced = {o["path"]: o for entry in lock["stages"].values() for o in entry.get("outs", [])}
     names = argv or list(lock["stages"])
     unknown = [n for n in names if n not in lock["stages"] or n not in declared]
     if unknown:
@@ -76,8 +83,12 @@ def main(argv: list[str]) -> int:
                 new.append(_code_entry(path))
             elif path in old:
                 new.append(old[path])
+            elif adopt and path in produced:
+                new.append({k: v for k, v in produced[path].items() if k != "cache"})
+                print(f"relock: {name}: new data dep {path} adopts its producer's locked output")
             else:
-                print(f"relock: {name}: data dep {path} was never locked; run `dvc commit -f {name}`", file=sys.stderr)
+                print(f"relock: {name}: data dep {path} was never locked; run `dvc commit -f {name}` (or --adopt "
+                      "where a stage produces it)", file=sys.stderr)
                 return 2
         new.sort(key=lambda d: d["path"])  # dvc writes deps in path order
         stage_changed = False

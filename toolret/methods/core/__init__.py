@@ -95,7 +95,9 @@ METHOD = register_method(Method(
             index_desc="dense-ft index: the encoder fine-tuned on the dataset's training catalogue (trained_on) over "
                        "every document variant",
             evaluate_desc="dense-ft evaluation on the test split (metrics, bootstrap CIs, per-query table)",
-            options=" --model data/models/${item}/dense-ft", deps=("data/models/${item}/dense-ft",),
+            options=" --model data/models/${item}/dense-ft",
+            # loading the model checks its key against the catalogue it was trained on
+            deps=("data/models/${item}/dense-ft", "data/curated/${item}"),
             params=("dense", "finetune"), keep=evaluated,
         ),
     ),

@@ -29,7 +29,7 @@ from pathlib import Path
 from toolret.methods.toolrerank.config import ToolRerankSection, TrainingConfig
 from toolret.registry import (BuildContext, CliCommand, Component, Method, NamedPipeline, Section, StageTemplate,
                               in_git, loads, register_method)
-from toolret.stages import ablation_grid, dense_ft_dep, index_and_evaluate, model_dep
+from toolret.stages import ablation_grid, dense_ft_deps, index_and_evaluate, model_dep
 
 RERANK_M = (10, 30, 50)
 
@@ -115,8 +115,9 @@ _GRID_DEPS = (_ARTIFACT, "data/generations/${reinvoke.llm_model}/reinvoke-intent
 
 
 def _first_stage_models(params) -> tuple[str, ...]:
-    """The dense-ft models the first stage (hybrid-ft) reads on the evaluated datasets (their ``trained_on``)."""
-    return tuple(dict.fromkeys(dense_ft_dep(params, d) for d in params.toolrerank_datasets))
+    """The dense-ft models the first stage (hybrid-ft) reads on the evaluated datasets (their ``trained_on``),
+    with the catalogues they were trained on."""
+    return tuple(dict.fromkeys(p for d in params.toolrerank_datasets for p in dense_ft_deps(params, d)))
 
 
 def _row_artifacts(rows) -> tuple[str, ...]:
@@ -134,14 +135,14 @@ def _grid_models(params) -> tuple[str, ...]:
 
 
 def _dev_selection_models(params) -> tuple[str, ...]:
-    return (dense_ft_dep(params, params.toolrerank.dev_selection_dataset),
+    return (*dense_ft_deps(params, params.toolrerank.dev_selection_dataset),
             *_row_artifacts(params.toolrerank.dev_selection))
 
 
 def _training_first_stage(params, item: str) -> tuple[str, ...]:
     """The dense-ft a training catalogue's first stage mines hard negatives with (its ``trained_on`` entry: a
-    filtered catalogue reads the unfiltered one's)."""
-    return (dense_ft_dep(params, item),)
+    filtered catalogue reads the unfiltered one's, and that catalogue)."""
+    return dense_ft_deps(params, item)
 
 
 _GRID_PARAMS = ("toolrerank", "dense", "bm25", "hybrid", "finetune", "trained_on", "reinvoke", "evaluation")
