@@ -37,6 +37,7 @@ ABLATIONS = [("toolrerank_paper", "reranked order alone (ce_weight 1.0, the pape
              ("intent_views", "cross-encoder scores the query's Re-Invoke intents (max over query + intents)"),
              ("rerank-10_intent_views", "Rerank-10 over the query's intents (vs Rerank-10)"),
              ("out_of_domain", "cross-encoder trained on ToolLens (out of domain)"),
+             ("composed_toollens_mixed", "ToolLens train queries mixed into the composed training"),
              ("not_composed", "no composed requests in training (the filtered catalogue alone)"),
              ("not_composed_intent_views", "no composed requests, scoring the intents (vs no composed requests)"),
              ("unfiltered", "no composed requests, training queries not filtered (vs no composed requests)"),
