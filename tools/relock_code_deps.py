@@ -57,7 +57,7 @@ def main(argv: list[str]) -> int:
     lock_path = ROOT / "dvc.lock"
     lock = yaml.load(lock_path.read_text(encoding="utf-8"))
     relock_params = "--params" in argv
-    adopt = "--adopt" in argv
+    adopt = "--adopt" in argv  # newly declared data deps take their producer's locked output
     argv = [a for a in argv if a not in ("--params", "--adopt")]
     stages = list(Repo(str(ROOT)).index.stages)
     declared = {s.addressing: [d.def_path for d in s.deps if not isinstance(d, ParamsDependency)] for s in stages}
@@ -67,7 +67,7 @@ def main(argv: list[str]) -> int:
     if relock_params:
         for path in {p for by_file in declared_params.values() for p in by_file}:
             current[path] = YAML(typ="safe").load((ROOT / path).read_text(encoding="utf-8")) or {}
-    produced = {o["path"]: o for entry in lock["stages"].values() for o in entry.get("outs", [])}
+    produced = {o["path"]: o for entry in lock["stages"].values() for o in entry.get("outs", [])} if adopt else {}
     names = argv or list(lock["stages"])
     unknown = [n for n in names if n not in lock["stages"] or n not in declared]
     if unknown:
@@ -83,7 +83,7 @@ def main(argv: list[str]) -> int:
                 new.append(_code_entry(path))
             elif path in old:
                 new.append(old[path])
-            elif adopt and path in produced:
+            elif path in produced:
                 new.append({k: v for k, v in produced[path].items() if k != "cache"})
                 print(f"relock: {name}: new data dep {path} adopts its producer's locked output")
             else:
