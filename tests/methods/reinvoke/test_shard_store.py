@@ -65,12 +65,12 @@ def test_every_committed_toolbench_shard_answers_a_current_prompt():
     if not source_root().is_dir():
         pytest.skip("../shared/datasets not present")
     params = load_params()
-    root = store_root(params.reinvoke.llm_model)
+    generators = store_root(params.reinvoke.llm_model).parent  # every generator's shards (prompts are model-free)
     catalogs: dict[str, object] = {}
     checked = 0
     for job in ("reinvoke-queries", "synthetic-multi-api"):
         by_catalog: dict[tuple, set[str]] = {}
-        for shard in sorted((root / job).glob("shard-*.jsonl")):
+        for shard in sorted(generators.glob(f"*/{job}/shard-*.jsonl")):
             meta = json.loads(shard.with_suffix(".meta.json").read_text(encoding="utf-8"))
             sample = meta.get("sample_tools")
             key = (meta.get("source_catalog") or meta["catalog"], sample["n"] if sample else 0,
@@ -131,3 +131,41 @@ def test_a_training_catalogue_over_a_corpus_is_built_from_its_sources_and_the_co
     assert {t for q in built.queries for t in built.gold(q.id)} == {t.id for t in sampled.tools}
     assert built.provenance["source"] == "toolbench-env-g1-tool-sample6"
     assert built.provenance["spec"]["sample_tools"] == 6 and built.provenance["spec"]["seed"] == 5
+
+
+def test_a_training_catalogue_reads_the_shards_of_the_generator_its_spec_names(tmp_path, monkeypatch,
+                                                                               fake_generator_cls):
+    """`synthetic.<name>.llm_model` / `llm_engine` pick whose committed shards the catalogue is built from (a larger
+    generator's, written by `generate-shards --set reinvoke.llm_model=...`), not Re-Invoke's default generator's."""
+    import yaml
+    from make_toolbench_env import write_toolbench_env_fixture
+
+    from toolret.catalog.io import load_catalog
+    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.synthetic import sample_tools
+    from toolret.cli import main
+    from toolret.config import load_params
+    from toolret.registry import generation_job
+
+    root = write_toolbench_env_fixture(tmp_path / "datasets")
+    monkeypatch.setenv("TOOLRET_PROJECT_DIR", str(tmp_path))
+    monkeypatch.setenv("TOOLRET_CACHE_HOME", str(tmp_path / "cache"))
+    spec = {"source": "toolbench-env-g1-tool", "n": 1, "sample_tools": 6, "seed": 5, "holdout_categories": 0.0,
+            "holdout_tools": 0.0, "dev_fraction": 0.0}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(
+        {"source": {"root": str(root)}, "datasets": [],
+         "synthetic": {"by-default": spec, "by-big": {**spec, "llm_model": "big-llm", "llm_engine": "llama.cpp"}}}))
+    sampled = sample_tools(load_dataset("toolbench-env-g1-tool", root=root), 6, seed=5)
+    for model, engine, word in (("big-llm", "llama.cpp", "big"), (None, None, "small")):
+        params = load_params(tmp_path / "params.yaml", [f"reinvoke.llm_model={model}",
+                                                        f"reinvoke.llm_engine={engine}"] if model else None)
+        prompts, sampling, llm, provenance = generation_job("reinvoke-queries")(sampled, params, 1)
+        fake = fake_generator_cls(lambda text, j, word=word: f"{word} request {abs(hash(text)) % 10**8}")
+        run_durable(llm.generator.store, "reinvoke-queries", prompts, sampling,
+                    CachedGenerator(fake, tmp_path / f"{word}.jsonl"), provenance)
+    assert (tmp_path / "data" / "generations" / "big-llm" / "reinvoke-queries").is_dir()
+
+    for name, word in (("by-big", "big"), ("by-default", "small")):
+        assert main(["catalog", "synthesize", "--name", name, "--out", str(tmp_path / name)]) == 0
+        texts = [q.text for q in load_catalog(tmp_path / name).queries]
+        assert len(texts) == 6 and all(t.startswith(f"{word} request") for t in texts), texts
