@@ -120,10 +120,13 @@ class SyntheticSpec(StrictModel):
     multi_tool_groups: int = Field(0, ge=0)
     multi_category_groups: int = Field(0, ge=0)
     multi_job: str = "synthetic-multi-api"
-    # the generator whose committed shards both jobs are read from (None: Re-Invoke's ``reinvoke.llm_model`` /
-    # ``llm_engine``); `toolret generate-shards --set reinvoke.llm_model=... --set reinvoke.llm_engine=...` writes them
+    # the generator whose committed shards ``job`` is read from, and ``multi_job``'s (each None: Re-Invoke's
+    # ``reinvoke.llm_model`` / ``llm_engine``); `toolret generate-shards --set reinvoke.llm_model=... --set
+    # reinvoke.llm_engine=...` writes them
     llm_model: str | None = None
     llm_engine: Literal["transformers", "llama.cpp", "openai"] | None = None
+    multi_llm_model: str | None = None
+    multi_llm_engine: Literal["transformers", "llama.cpp", "openai"] | None = None
     # composed requests, ToolBench's instruction shape (several requests in one message, one API each): per
     # single-API query of a split, ``compose`` requests joined from 2-3 of that split's queries -- half for APIs of
     # one parent tool, half for tools of one category (toolret.catalog.synthetic.compose_requests; 0 = none)

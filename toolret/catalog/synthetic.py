@@ -221,7 +221,7 @@ def synthesize(catalog: Catalog, per_tool: Sequence[Sequence[str]], spec: Synthe
         "purpose": "training", "source": catalog.name,
         # keys added after catalogues were built are left out at their defaults (those stay byte-identical)
         "spec": {k: v for k, v in spec.to_dict().items()
-                 if not (k == "compose" and not spec.compose or k in ("llm_model", "llm_engine") and v is None)},
+                 if not (k == "compose" and not spec.compose or k.endswith(("llm_model", "llm_engine")) and v is None)},
         "job": job_provenance or {},
         "synthetic": {
             "tools": len(catalog.tools), "tools_with_queries": with_queries,
@@ -236,12 +236,15 @@ def synthesize(catalog: Catalog, per_tool: Sequence[Sequence[str]], spec: Synthe
     return Catalog(name, [t for t in catalog.tools], queries, qrels, provenance)
 
 
-def generator_params(params: Any, spec: SyntheticSpec) -> Any:
-    """``params`` whose ``reinvoke`` section names ``spec``'s generator (its ``llm_model`` / ``llm_engine``, where
-    set): the generation jobs read their model and engine there, so the shards they look up are that generator's."""
+def generator_params(params: Any, spec: SyntheticSpec, multi: bool = False) -> Any:
+    """``params`` whose ``reinvoke`` section names the generator ``spec`` reads ``job``'s shards from (its
+    ``llm_model`` / ``llm_engine``, where set; ``multi``: ``multi_job``'s, ``multi_llm_model`` / ``multi_llm_engine``):
+    the generation jobs read their model and engine there, so the shards they look up are that generator's."""
     from toolret.config import apply_overrides
 
-    update = {f"reinvoke.{k}": getattr(spec, k) for k in ("llm_model", "llm_engine") if getattr(spec, k) is not None}
+    prefix = "multi_" if multi else ""
+    update = {f"reinvoke.{k}": getattr(spec, prefix + k) for k in ("llm_model", "llm_engine")
+              if getattr(spec, prefix + k) is not None}
     return apply_overrides(params, update) if update else params
 
 
@@ -254,8 +257,8 @@ def stored_tool_queries(catalog: Catalog, params: Any, spec: SyntheticSpec) -> t
     n = spec.n
     prompts, sampling, llm, provenance = generation_job(spec.job)(catalog, generator_params(params, spec), n)
     if len(prompts) != len(catalog.tools):
-        raise CatalogError(f"generation job {spec.job!r} wrote {len(prompts)} prompts for {len(catalog.tools)} tools of "
-                           f"{catalog.name!r}: not a per-tool job")
+        raise CatalogError(f"generation job {spec.job!r} wrote {len(prompts)} prompts for {len(catalog.tools)} tools "
+                           f"of {catalog.name!r}: not a per-tool job")
     return stored_outputs(prompts, sampling, llm, n), {**provenance, **llm.generator.store.provenance,
                                                        "sampling": sampling.key_str()}
 
@@ -290,7 +293,8 @@ def stored_group_queries(catalog: Catalog, params: Any, spec: SyntheticSpec) -> 
     if not (spec.multi_tool_groups or spec.multi_category_groups):
         return []
     groups = multi_api_groups(catalog, spec)
-    prompts, sampling, llm, _ = generation_job(spec.multi_job)(catalog, generator_params(params, spec), None)
+    job = generation_job(spec.multi_job)
+    prompts, sampling, llm, _ = job(catalog, generator_params(params, spec, multi=True), None)
     if len(prompts) != len(groups):
         raise CatalogError(f"generation job {spec.multi_job!r} wrote {len(prompts)} prompts for {len(groups)} "
                            f"API groups of {catalog.name!r}")

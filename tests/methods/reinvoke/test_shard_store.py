@@ -169,3 +169,25 @@ def test_a_training_catalogue_reads_the_shards_of_the_generator_its_spec_names(t
         assert main(["catalog", "synthesize", "--name", name, "--out", str(tmp_path / name)]) == 0
         texts = [q.text for q in load_catalog(tmp_path / name).queries]
         assert len(texts) == 6 and all(t.startswith(f"{word} request") for t in texts), texts
+
+
+def test_the_multi_api_job_reads_its_own_generator(tmp_path, monkeypatch):
+    """`llm_model` names the per-tool job's generator and `multi_llm_model` the multi-API job's; each unset one is
+    Re-Invoke's (a larger model's single-API queries beside the default model's multi-API requests)."""
+    import yaml
+
+    from toolret.catalog.synthetic import generator_params
+    from toolret.config import load_params
+
+    monkeypatch.setenv("TOOLRET_PROJECT_DIR", str(tmp_path))
+    spec = {"source": "x", "llm_model": "big-llm", "llm_engine": "llama.cpp"}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(
+        {"datasets": [], "synthetic": {"a": spec, "b": {**spec, "multi_llm_model": "other-llm"}}}))
+    params = load_params(tmp_path / "params.yaml")
+    default = params.reinvoke.llm_model
+    a, b = params.synthetic["a"], params.synthetic["b"]
+    assert generator_params(params, a).reinvoke.llm_model == "big-llm"
+    assert generator_params(params, a).reinvoke.llm_engine == "llama.cpp"
+    assert generator_params(params, a, multi=True).reinvoke.llm_model == default != "big-llm"
+    assert generator_params(params, a, multi=True).reinvoke.llm_engine == params.reinvoke.llm_engine
+    assert generator_params(params, b, multi=True).reinvoke.llm_model == "other-llm"
