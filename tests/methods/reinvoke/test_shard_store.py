@@ -90,14 +90,28 @@ def test_every_committed_toolbench_shard_answers_a_current_prompt():
         pytest.skip("no committed ToolBench generation shards")
 
 
+SAMPLED_ENV_SPEC = {"source": "toolbench-env-g1-tool", "n": 1, "sample_tools": 6, "seed": 5, "holdout_categories": 0.0,
+                    "holdout_tools": 0.0, "dev_fraction": 0.0}
+
+
+def env_project(tmp_path, monkeypatch, synthetic: dict):
+    """A project over the toolbench-env fixture corpus with these synthetic specs; its source root."""
+    import yaml
+    from make_toolbench_env import write_toolbench_env_fixture
+
+    root = write_toolbench_env_fixture(tmp_path / "datasets")
+    monkeypatch.setenv("TOOLRET_PROJECT_DIR", str(tmp_path))
+    monkeypatch.setenv("TOOLRET_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(
+        {"source": {"root": str(root)}, "datasets": [], "synthetic": synthetic}))
+    return root
+
+
 def test_a_training_catalogue_over_a_corpus_is_built_from_its_sources_and_the_committed_shards(
         tmp_path, monkeypatch, fake_generator_cls):
     """`toolret catalog synthesize` over a source outside `datasets` (the 46,879-API environment at full size):
     the corpus is loaded from its source folders and cleaned, the seeded tool sample the generation job wrote
     for is drawn, and its queries come from the committed shards (no LLM); no test query is read."""
-    import yaml
-    from make_toolbench_env import write_toolbench_env_fixture
-
     from toolret.catalog.io import load_catalog
     from toolret.catalog.registry import load_dataset
     from toolret.catalog.synthetic import sample_tools
@@ -105,13 +119,7 @@ def test_a_training_catalogue_over_a_corpus_is_built_from_its_sources_and_the_co
     from toolret.config import load_params
     from toolret.registry import generation_job
 
-    root = write_toolbench_env_fixture(tmp_path / "datasets")
-    monkeypatch.setenv("TOOLRET_PROJECT_DIR", str(tmp_path))
-    monkeypatch.setenv("TOOLRET_CACHE_HOME", str(tmp_path / "cache"))
-    spec = {"source": "toolbench-env-g1-tool", "n": 1, "sample_tools": 6, "seed": 5, "holdout_categories": 0.0,
-            "holdout_tools": 0.0, "dev_fraction": 0.0}
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(
-        {"source": {"root": str(root)}, "datasets": [], "synthetic": {"env-syn": spec}}))
+    root = env_project(tmp_path, monkeypatch, {"env-syn": SAMPLED_ENV_SPEC})
     params = load_params(tmp_path / "params.yaml")
     corpus = load_dataset("toolbench-env-g1-tool", root=root)
     sampled = sample_tools(corpus, 6, seed=5)  # what `generate-shards --sample-tools 6 --sample-seed 5` writes for
@@ -137,9 +145,6 @@ def test_a_training_catalogue_reads_the_shards_of_the_generator_its_spec_names(t
                                                                                fake_generator_cls):
     """`synthetic.<name>.llm_model` / `llm_engine` pick whose committed shards the catalogue is built from (a larger
     generator's, written by `generate-shards --set reinvoke.llm_model=...`), not Re-Invoke's default generator's."""
-    import yaml
-    from make_toolbench_env import write_toolbench_env_fixture
-
     from toolret.catalog.io import load_catalog
     from toolret.catalog.registry import load_dataset
     from toolret.catalog.synthetic import sample_tools
@@ -147,14 +152,9 @@ def test_a_training_catalogue_reads_the_shards_of_the_generator_its_spec_names(t
     from toolret.config import load_params
     from toolret.registry import generation_job
 
-    root = write_toolbench_env_fixture(tmp_path / "datasets")
-    monkeypatch.setenv("TOOLRET_PROJECT_DIR", str(tmp_path))
-    monkeypatch.setenv("TOOLRET_CACHE_HOME", str(tmp_path / "cache"))
-    spec = {"source": "toolbench-env-g1-tool", "n": 1, "sample_tools": 6, "seed": 5, "holdout_categories": 0.0,
-            "holdout_tools": 0.0, "dev_fraction": 0.0}
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(
-        {"source": {"root": str(root)}, "datasets": [],
-         "synthetic": {"by-default": spec, "by-big": {**spec, "llm_model": "big-llm", "llm_engine": "llama.cpp"}}}))
+    spec = SAMPLED_ENV_SPEC
+    root = env_project(tmp_path, monkeypatch, {
+        "by-default": spec, "by-big": {**spec, "llm_model": "big-llm", "llm_engine": "llama.cpp"}})
     sampled = sample_tools(load_dataset("toolbench-env-g1-tool", root=root), 6, seed=5)
     for model, engine, word in (("big-llm", "llama.cpp", "big"), (None, None, "small")):
         params = load_params(tmp_path / "params.yaml", [f"reinvoke.llm_model={model}",
