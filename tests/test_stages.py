@@ -190,3 +190,23 @@ def test_a_stage_reading_another_catalogues_dense_ft_depends_on_that_catalogue()
         assert {f"data/curated/{t}" for t in first_stage_training} <= set(stages[name]["do"]["deps"]), name
     selection = params.trained_on[params.toolrerank.dev_selection_dataset]
     assert f"data/curated/{selection}" in stages["toolrerank_dev_selection"]["deps"]
+
+
+def test_a_stage_building_hybrid_depends_on_its_dev_catalogue():
+    """`hybrid.dev_dataset` makes every stage that builds `hybrid` / `hybrid-ft` load that catalogue (its weight is
+    selected on its dev split), so each lists `data/curated/<dev_dataset>`; no other stage's deps change."""
+    from toolret.config import apply_overrides
+    from toolret.registry import stage_templates
+    from toolret.stages import stage_components
+
+    base = load_params(ROOT / "params.yaml")
+    assert base.hybrid.dev_dataset is None
+    params = apply_overrides(base, {"hybrid.dev_dataset": "toolbench-synthetic"})
+    before = yaml.safe_load(render_dvc_yaml(base))["stages"]
+    after = yaml.safe_load(render_dvc_yaml(params))["stages"]
+    building = {t.name for t in stage_templates() if t.name in after
+                and {"hybrid", "hybrid-ft"} & set(stage_components(t, params))}
+    assert {"index", "toolrerank_ablations"} <= building, building
+    for name, stage in after.items():
+        deps, old = stage.get("do", stage)["deps"], before[name].get("do", before[name])["deps"]
+        assert set(deps) == set(old) | ({"data/curated/toolbench-synthetic"} if name in building else set()), name

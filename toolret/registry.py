@@ -84,6 +84,8 @@ class Component:
             not the evaluated catalogue (ToolRerank's ``toolrerank.train_dataset``).
         reads_docs: ``params -> document variants`` it reads beside the pipeline's own (``hybrid``'s dense
             side reads ``cleaned``): ``toolret evaluate`` derives those the catalogue lacks.
+        reads_catalogues: ``params -> catalogue names`` it loads whatever the evaluated catalogue
+            (``hybrid``'s ``dev_dataset``): every stage building it lists their curated folders as deps.
     """
 
     name: str
@@ -95,6 +97,7 @@ class Component:
     trains: bool = False  # fit learns from a train split (a dataset without one is k-folded, see cli)
     train_dataset: Callable[[Any], str | None] | None = None
     reads_docs: Callable[[Any], tuple[str, ...]] | None = None
+    reads_catalogues: Callable[[Any], tuple[str, ...]] | None = None
 
     def learns_from(self, catalog_name: str, params: Any) -> bool:
         """Whether ``fit`` learns from this catalogue's own train split (not from its own

@@ -235,6 +235,16 @@ def stage_components(template: StageTemplate, params: Any) -> list[str]:
     return out
 
 
+def catalogue_deps(template: StageTemplate, params: Any) -> list[str]:
+    """``data/curated/<name>`` of every catalogue the stage's components load whatever the evaluated one
+    (:attr:`toolret.registry.Component.reads_catalogues`)."""
+    from toolret.registry import component
+
+    names = [n for c in stage_components(template, params) if component(c).reads_catalogues
+             for n in component(c).reads_catalogues(params)]
+    return [f"data/curated/{n}" for n in dict.fromkeys(names)]
+
+
 def code_deps(template: StageTemplate, params: Any) -> list[str]:
     """Repository-relative source files the stage's command executes for its result (sorted): the entry
     function's imports (transitively), what importing the entry module and the stage's registration
@@ -300,6 +310,7 @@ def _stage_dict(t: StageTemplate, params: Any) -> dict[str, Any]:
         foreach = _foreach_value(t, params)
     if t.params_deps is not None:
         deps += [d for d in t.params_deps(params) if d not in deps]
+    deps += [d for d in catalogue_deps(t, params) if d not in deps]
     body: dict[str, Any] = {"desc": t.desc, "cmd": t.cmd, "deps": deps + code_deps(t, params)}
     if t.params:
         body["params"] = list(t.params)

@@ -76,6 +76,11 @@ def _hybrid_docs(params) -> tuple[str, ...]:
     return tuple(s.docs for s in params.hybrid.sides if s.docs)
 
 
+def _hybrid_catalogues(params) -> tuple[str, ...]:
+    config = params.hybrid
+    return (config.dev_dataset,) if config.dev_dataset and config.select_on_dev else ()
+
+
 METHOD = register_method(Method(
     name="baselines",
     description="BM25, zero-shot and fine-tuned dense retrieval, and their hybrid",
@@ -89,11 +94,12 @@ METHOD = register_method(Method(
                   "the dense encoder fine-tuned on the train split (in-batch negatives, dev-selected)", trains=True),
         Component("hybrid", "retriever", _hybrid, loads("toolret.retrieval.hybrid:HybridRetriever"), ("hybrid", "bm25", "dense", "finetune"),
                   "two retrievers fused (default bm25 on the evaluated docs + dense on cleaned docs, reciprocal-rank "
-                  "fusion; the weight selected on dev where there is one)", reads_docs=_hybrid_docs),
+                  "fusion; the weight selected on dev where there is one)", reads_docs=_hybrid_docs,
+                  reads_catalogues=_hybrid_catalogues),
         Component("hybrid-ft", "retriever", lambda ctx: _hybrid(ctx, fine_tuned=True), loads("toolret.retrieval.hybrid:HybridRetriever"),
                   ("hybrid", "bm25", "dense", "finetune"),
                   "hybrid with its dense side fine-tuned: dense-ft of the dataset's training catalogue (trained_on)",
-                  trains=True, reads_docs=_hybrid_docs),
+                  trains=True, reads_docs=_hybrid_docs, reads_catalogues=_hybrid_catalogues),
     ),
     stages=(StageTemplate(
         name="finetune", order=30, costly=True, trains=True, foreach="${finetune_datasets}",
