@@ -38,6 +38,7 @@ ABLATIONS = [("toolrerank_paper", "reranked order alone (ce_weight 1.0, the pape
              ("rerank-10_intent_views", "Rerank-10 over the query's intents (vs Rerank-10)"),
              ("out_of_domain", "cross-encoder trained on ToolLens (out of domain)"),
              ("composed_toollens_mixed", "ToolLens train queries mixed into the composed training"),
+             ("generator_1_5b", "single-API training queries by the 1.5B generator (multi-API: the 0.5B's)"),
              ("not_composed", "no composed requests in training (the filtered catalogue alone)"),
              ("not_composed_intent_views", "no composed requests, scoring the intents (vs no composed requests)"),
              ("unfiltered", "no composed requests, training queries not filtered (vs no composed requests)"),
