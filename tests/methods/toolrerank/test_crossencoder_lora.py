@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from toolret.methods.toolrerank.crossencoder import load_cross_encoder, train_cross_encoder
+from toolret.methods.toolrerank.crossencoder import (CrossEncoderCollapsed, load_cross_encoder, score_spread,
+                                                     train_cross_encoder)
 from toolret.retrieval.models import LoraSettings
 
 pytestmark = pytest.mark.slow
@@ -79,3 +80,26 @@ def test_a_relative_score_cache_lives_in_the_project_not_the_working_directory(t
     monkeypatch.chdir(elsewhere)
     store = CrossEncoderScorer(model, 64, cache="ce_scores").store
     assert store.folder.parent == project / "ce_scores"
+
+
+def test_a_training_that_collapses_to_one_score_fails_and_writes_nothing(tmp_path):
+    # the failure of a real run (docs/RESULTS.md fifteenth session): at too high a rate the in-batch loss drove every
+    # logit into the sigmoid's flat tail, each pair scored 0.9994, the loss sat at ln(candidates) and the reranker
+    # was saved and scored as if trained. Here lr 0.05 does the same to the fixture rows (loss at ln 4 from step 9).
+    with pytest.raises(CrossEncoderCollapsed, match=r"collapsed.*toolrerank\.lr"):
+        train_cross_encoder(_rows(), tmp_path / "ce", base_model="all-MiniLM-L6-v2", max_length=32, epochs=4,
+                            batch_size=4, lr=0.05, warmup_ratio=0.1, seed=0, loss="in_batch", in_batch_negatives=2,
+                            lora=LoraSettings(method="lora", lora_r=8))
+    assert not (tmp_path / "ce").exists()
+
+
+def test_the_collapse_check_tells_a_saturated_head_from_a_fresh_one():
+    import torch
+
+    pairs = [(q, doc) for q, *docs in _rows() for doc in docs]
+    model = load_cross_encoder("all-MiniLM-L6-v2", 32, new_head=True)
+    assert score_spread(model, pairs) > 1e-3  # an untrained head still orders pairs
+    with torch.no_grad():
+        model.model.classifier.weight.zero_()
+        model.model.classifier.bias.fill_(8.0)  # what the collapsed run's head did: one logit for every pair
+    assert score_spread(model, pairs) < 1e-3

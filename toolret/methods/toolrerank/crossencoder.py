@@ -7,6 +7,8 @@
 - :func:`train_cross_encoder` -- a ``CrossEncoder(<base model folder>, num_labels=1)`` (a new scoring
   head: no pretrained cross-encoder ships offline) trained with ``BinaryCrossEntropyLoss`` on labelled
   pairs (``loss="bce"``) or ``MultipleNegativesRankingLoss`` on tuples (``loss="in_batch"``);
+  A run whose model ends with one score for every pair (a saturated head: :func:`score_spread`) raises
+  :class:`CrossEncoderCollapsed` instead of saving it;
 - :class:`CrossEncoderScorer` -- ``score(q, d)`` (sigmoid, in [0, 1]) with an in-process memo and a
   persistent store keyed by the model's content hash and ``max_length`` (the same (query, document) pair
   is scored once across processes: Rerank-m, ToolRerank and every ablation share the scores).
@@ -28,6 +30,20 @@ if TYPE_CHECKING:
 
 SEP = "\x1f"  # query / document separator of a score-cache key
 CHUNK = 1024  # pairs scored (and persisted) at a time: a killed scoring run keeps what it finished
+COLLAPSE_SPREAD = 1e-3  # a trained model whose scores of training pairs all lie within this has collapsed
+COLLAPSE_ROWS = 64  # training rows whose (query, candidate) pairs the check scores
+
+
+class CrossEncoderCollapsed(RuntimeError):
+    """Training ended with one score for every pair: the model ranks nothing (nothing is saved)."""
+
+
+def score_spread(model, pairs: Sequence[tuple[str, str]]) -> float:
+    """Max minus min of ``model``'s scores (its own activation, as the reranker scores) over ``pairs``."""
+    if not pairs:
+        return float("inf")
+    scores = np.asarray(model.predict(list(pairs), batch_size=32, show_progress_bar=False), dtype=float)
+    return float(scores.max() - scores.min())
 
 
 def hard_negative_pool(ranked: Sequence[int], gold: set[int], depth: int) -> list[int]:
@@ -161,6 +177,17 @@ def train_cross_encoder(examples: Sequence[tuple], out_dir: str | Path, *, base_
         result = trainer.train()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    head = examples[:COLLAPSE_ROWS]  # (query, document) pairs of labelled pairs, of every candidate of a tuple
+    spread = score_spread(model, [(p[0], p[1]) for p in head] if loss == "bce"
+                          else [(row[0], doc) for row in head for doc in row[1:]])
+    if spread < COLLAPSE_SPREAD:
+        losses_logged = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+        last = f"{losses_logged[-1]:.4g}" if losses_logged else "n/a"
+        raise CrossEncoderCollapsed(
+            f"toolrerank: the cross-encoder's training collapsed: its scores of the first {COLLAPSE_ROWS} training "
+            f"rows' pairs span {spread:.2g} (< {COLLAPSE_SPREAD}), one score for every (query, API) pair (last "
+            f"logged loss {last}; the in-batch loss sits at ln(candidates per row) once the sigmoid saturates). "
+            f"Nothing was written to {out_dir}; retrain with a lower toolrerank.lr or another toolrerank.seed")
     with atomic_directory(out_dir) as tmp:
         model.save(str(tmp))
         if is_adapter(tmp):
