@@ -103,3 +103,46 @@ def test_the_collapse_check_tells_a_saturated_head_from_a_fresh_one():
         model.model.classifier.weight.zero_()
         model.model.classifier.bias.fill_(8.0)  # what the collapsed run's head did: one logit for every pair
     assert score_spread(model, pairs) < 1e-3
+
+
+def test_a_killed_training_resumes_from_its_last_checkpoint_to_the_uninterrupted_model(tmp_path):
+    """``checkpoint_dir``: every ``save_steps`` steps the trainer state is written there; after a kill -9 the same call
+    resumes from the last complete checkpoint (not from step 0) and ends with the model an uninterrupted run makes;
+    the checkpoints are removed once the model is saved. What makes a training longer than a session possible."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from toolret.retrieval.finetune import last_complete_checkpoint
+
+    kwargs = dict(base_model="all-MiniLM-L6-v2", max_length=32, epochs=6, batch_size=4, lr=2e-3, warmup_ratio=0.1,
+                  seed=0, loss="in_batch", in_batch_negatives=2)
+    work, out = tmp_path / "work", tmp_path / "ce"
+    code = ("import sys, ast; from toolret.methods.toolrerank.crossencoder import train_cross_encoder; "
+            "from toolret.retrieval.models import LoraSettings; "
+            "train_cross_encoder(ast.literal_eval(sys.argv[1]), sys.argv[2], checkpoint_dir=sys.argv[3], save_steps=3, "
+            f"lora=LoraSettings(method='lora', lora_r=8), **{kwargs!r})")
+    proc = subprocess.Popen([sys.executable, "-c", code, repr(_rows()), str(out), str(work)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if last_complete_checkpoint(work):
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.02)
+    assert proc.wait() == -signal.SIGKILL, "training ended before its first checkpoint could be interrupted"
+    assert not out.exists(), "a killed run must not leave a half-written model"
+    checkpoint = last_complete_checkpoint(work)
+
+    lora = LoraSettings(method="lora", lora_r=8)
+    report = train_cross_encoder(_rows(), out, checkpoint_dir=work, save_steps=3, lora=lora, **kwargs)
+    steps = kwargs["epochs"] * -(-len(_rows()) // kwargs["batch_size"])
+    assert report["resumed_from"] == checkpoint.rsplit("/", 1)[1] and report["steps"] == steps
+    assert not work.exists()
+
+    reference = train_cross_encoder(_rows(), tmp_path / "ref", lora=lora, **kwargs)
+    assert reference["resumed_from"] is None and reference["steps"] == steps
+    pairs = [(q, doc) for q, *docs in _rows() for doc in docs]
+    np.testing.assert_allclose(load_cross_encoder(out, 32).predict(pairs),
+                               load_cross_encoder(tmp_path / "ref", 32).predict(pairs), rtol=1e-4, atol=1e-5)

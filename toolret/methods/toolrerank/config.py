@@ -108,6 +108,9 @@ class ToolRerankConfig(TrainingConfig):
     seen_level: Literal["api", "tool"] = "api"
     batch_size_predict: int = 32
     device: str = "cpu"
+    # the cross-encoder's training is checkpointed every save_steps steps beside the artifact (its work folder);
+    # a rerun of the same training resumes from the last checkpoint (0: no checkpoints). Not part of the artifact
+    save_steps: int = Field(25, ge=0)
     quantize: bool = False  # int8 dynamic quantisation of the cross-encoder at scoring (CPU speed; see benchmark)
     # 1.0 = the paper: the reranked order alone. < 1: the reranked list fused with the first stage's order by
     # weighted reciprocal rank (reranker weight ce_weight, first stage 1 - ce_weight; toolret.retrieval.fusion)

@@ -124,7 +124,8 @@ def load_cross_encoder(folder: str | Path, max_length: int, device: str = "cpu",
 def train_cross_encoder(examples: Sequence[tuple], out_dir: str | Path, *, base_model: str, max_length: int,
                         epochs: int, batch_size: int, lr: float, warmup_ratio: float, seed: int,
                         loss: str = "bce", in_batch_negatives: int = 4, device: str = "cpu",
-                        lora: LoraSettings | None = None) -> dict[str, Any]:
+                        lora: LoraSettings | None = None, checkpoint_dir: str | Path | None = None,
+                        save_steps: int = 0) -> dict[str, Any]:
     """Train a fresh-head cross-encoder and save it to ``out_dir`` (atomically); with ``lora.method ==
     "lora"`` a LoRA adapter plus the new head are trained and saved (naming ``base_model``).
 
@@ -132,7 +133,11 @@ def train_cross_encoder(examples: Sequence[tuple], out_dir: str | Path, *, base_
     ``loss="in_batch"``: ``examples`` are ``(query, positive, hard negative ...)`` rows,
     ``MultipleNegativesRankingLoss`` (softmax over the positive, the hard negatives and
     ``in_batch_negatives`` other rows' positives) with no-duplicate batches, so a query's own gold APIs
-    (same query text) and an API's own copies (same document text) never serve as its in-batch negatives."""
+    (same query text) and an API's own copies (same document text) never serve as its in-batch negatives.
+
+    ``checkpoint_dir`` and ``save_steps > 0``: the trainer's state is checkpointed there every ``save_steps`` steps
+    and a call with the same examples and settings resumes from the last complete checkpoint (after a kill -9, or in
+    another session when the folder is carried over); the folder is removed once the model is saved."""
     import shutil
     import tempfile
 
@@ -142,6 +147,7 @@ def train_cross_encoder(examples: Sequence[tuple], out_dir: str | Path, *, base_
     from sentence_transformers.cross_encoder import losses
 
     from toolret.atomic import atomic_directory
+    from toolret.retrieval.finetune import last_complete_checkpoint
     from toolret.retrieval.models import is_adapter, name_adapter_base
 
     if loss not in ("bce", "in_batch"):
@@ -166,17 +172,22 @@ def train_cross_encoder(examples: Sequence[tuple], out_dir: str | Path, *, base_
         sampler = {"batch_sampler": BatchSamplers.NO_DUPLICATES}
         n_pos = len(examples)
     steps = max(1, epochs * -(-len(examples) // batch_size))
-    scratch = Path(tempfile.mkdtemp(prefix="toolrerank-trainer-"))
+    checkpointed = checkpoint_dir is not None and save_steps > 0
+    scratch = Path(checkpoint_dir) if checkpointed else Path(tempfile.mkdtemp(prefix="toolrerank-trainer-"))
+    saving = {"save_strategy": "steps", "save_steps": save_steps, "save_total_limit": 1} if checkpointed else \
+        {"save_strategy": "no"}
+    resume = last_complete_checkpoint(scratch) if checkpointed else None
     try:
         args = CrossEncoderTrainingArguments(
             output_dir=str(scratch), num_train_epochs=epochs, per_device_train_batch_size=batch_size,
-            learning_rate=lr, warmup_steps=max(1, int(warmup_ratio * steps)), seed=seed, save_strategy="no",
+            learning_rate=lr, warmup_steps=max(1, int(warmup_ratio * steps)), seed=seed,
             logging_steps=max(1, steps // 10), report_to="none", use_cpu=device == "cpu", disable_tqdm=False,
-            dataloader_drop_last=False, **sampler)
+            dataloader_drop_last=False, **saving, **sampler)
         trainer = CrossEncoderTrainer(model=model, args=args, train_dataset=data, loss=objective)
-        result = trainer.train()
+        result = trainer.train(resume_from_checkpoint=resume)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        if not checkpointed:  # checkpoints stay until the model is saved: a killed run resumes from them
+            shutil.rmtree(scratch, ignore_errors=True)
     head = examples[:COLLAPSE_ROWS]  # (query, document) pairs of labelled pairs, of every candidate of a tuple
     spread = score_spread(model, [(p[0], p[1]) for p in head] if loss == "bce"
                           else [(row[0], doc) for row in head for doc in row[1:]])
@@ -192,8 +203,11 @@ def train_cross_encoder(examples: Sequence[tuple], out_dir: str | Path, *, base_
         model.save(str(tmp))
         if is_adapter(tmp):
             name_adapter_base(tmp, base_model)
+    if checkpointed:
+        shutil.rmtree(scratch, ignore_errors=True)
     return {"loss": loss, "n_examples": len(examples), "n_positive": n_pos, "steps": result.global_step,
-            "train_loss": result.training_loss, "train_runtime_s": result.metrics.get("train_runtime")}
+            "train_loss": result.training_loss, "train_runtime_s": result.metrics.get("train_runtime"),
+            "resumed_from": Path(resume).name if resume else None}
 
 
 def model_fingerprint(folder: str | Path, max_length: int, quantize: bool = False) -> str:

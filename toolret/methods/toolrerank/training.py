@@ -143,7 +143,8 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
         ce = train_cross_encoder(examples, model_dir, base_model=config.base_model, max_length=config.max_length,
                                  epochs=config.epochs, batch_size=config.batch_size, lr=config.lr,
                                  warmup_ratio=config.warmup_ratio, seed=config.seed, loss=config.loss,
-                                 in_batch_negatives=config.random_negatives, device=config.device, lora=config)
+                                 in_batch_negatives=config.random_negatives, device=config.device, lora=config,
+                                 checkpoint_dir=work / "checkpoints", save_steps=config.save_steps)
         write_json(work / "cross_encoder.json", ce)
     ce_report = json.loads((work / "cross_encoder.json").read_text(encoding="utf-8"))
 
