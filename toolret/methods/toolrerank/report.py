@@ -39,6 +39,8 @@ ABLATIONS = [("toolrerank_paper", "reranked order alone (ce_weight 1.0, the pape
              ("out_of_domain", "cross-encoder trained on ToolLens (out of domain)"),
              ("composed_toollens_mixed", "ToolLens train queries mixed into the composed training"),
              ("generator_1_5b", "single-API training queries by the 1.5B generator (multi-API: the 0.5B's)"),
+             *((f"generator_1_5b_rerank-{m}", f"Rerank-{m} with the 1.5B-trained cross-encoder (vs Rerank-{m})")
+               for m in (10, 30, 50)),
              ("not_composed", "no composed requests in training (the filtered catalogue alone)"),
              ("not_composed_intent_views", "no composed requests, scoring the intents (vs no composed requests)"),
              ("unfiltered", "no composed requests, training queries not filtered (vs no composed requests)"),
