@@ -3,10 +3,12 @@
 The must-show of issue 26 asks `toolrerank` to beat the best of Rerank-10/30/50 (the paper: +4 R@5). Every trained
 artifact of ``params.yaml: toolrerank.ablations`` (the registered one and each row that names another training
 catalogue or artifact: ``toolrerank.train_dataset`` / ``toolrerank.artifact`` in its ``set``) gets, with the same
-settings, a ``toolrerank`` row and ``rerank-10/30/50`` rows (the reranked order alone, ``ce_weight`` 1.0, as the
-stage grid's Rerank-m); ``evaluate-grid`` runs them on a test group; the report pairs each artifact's ``toolrerank``
-with its best Rerank-m (randomization test, :func:`toolret.grid_report.paired`) and ranks the artifacts by that best
-Rerank-m, the reranker's quality. An analysis of test results: nothing is selected from it.
+settings, a ``toolrerank`` row (its dev-selected settings), a ``toolrerank_paper`` row (the same with ``ce_weight``
+1.0: truncation and hierarchy over the reranked order alone, no fusion with the first stage -- the paper's method)
+and ``rerank-10/30/50`` rows (the reranked order alone, as the stage grid's Rerank-m); ``evaluate-grid`` runs them on
+a test group; the report pairs both ToolRerank rows of each artifact with its best Rerank-m (randomization test,
+:func:`toolret.grid_report.paired`) and correlates the margins with that best Rerank-m, the reranker's quality. An
+analysis of test results: nothing is selected from it.
 
 Usage:
   .venv/bin/python tools/rerank_margin.py params OUT.yaml        # params.yaml with these rows as the ablation grid
@@ -45,6 +47,8 @@ def write_params(out: Path) -> None:
     rows: dict[str, dict] = {"bm25": {"method": "bm25"}, "hybrid": {"method": "hybrid"}}
     for name, changes in artifacts(params["toolrerank"]["ablations"]).items():
         rows[f"{name}__toolrerank"] = {"method": "toolrerank", **({"set": changes} if changes else {})}
+        rows[f"{name}__toolrerank_paper"] = {"method": "toolrerank", "set": {**changes, "toolrerank.ce_weight": 1.0},
+                                             "baseline": f"{name}__toolrerank"}
         for m in DEPTHS:
             rows[f"{name}__rerank-{m}"] = {"method": f"rerank-{m}", "set": {**changes, "toolrerank.ce_weight": 1.0},
                                            "baseline": f"{name}__toolrerank"}
@@ -58,27 +62,32 @@ def report(runs: Path, groups: list[str]) -> None:
 
     from toolret.grid_report import format_p, paired, per_query, read_variants
 
-    print("| artifact | group | Rerank-10 / 30 / 50 | best Rerank-m | ToolRerank | margin (p) |")
-    print("|---|---|---|---|---|---|")
-    quality, margin = [], []
+    print("| artifact | group | Rerank-10 / 30 / 50 | best Rerank-m | ToolRerank | margin (p) | ce_weight 1.0 | margin (p) |")
+    print("|---|---|---|---|---|---|---|---|")
+    quality: list[float] = []
+    margin: dict[str, list[float]] = {"toolrerank": [], "toolrerank_paper": []}
     for group in groups:
         variants = read_variants(runs / group) or {}
         pq = {row: per_query(runs / group, row) for row in variants}
         mean = lambda row: float(np.mean([r[METRIC] for r in pq[row].values()]))  # noqa: E731
         for name in dict.fromkeys(row.split("__")[0] for row in variants if "__" in row):
             rerank = [f"{name}__rerank-{m}" for m in DEPTHS]
-            if not all(r in pq for r in [*rerank, f"{name}__toolrerank"]):
+            if not all(f"{name}__{r}" in pq for r in [*margin, *(f"rerank-{m}" for m in DEPTHS)]):
                 continue
             best = max(rerank, key=mean)
-            test = paired(pq[f"{name}__toolrerank"], pq[best], METRIC)
             quality.append(mean(best))
-            margin.append(test["mean_diff"])
-            print(f"| {name} | {group} | {' / '.join(f'{mean(r):.3f}' for r in rerank)} | {mean(best):.3f} "
-                  f"| {mean(name + '__toolrerank'):.3f} | {test['mean_diff']:+.3f} ({format_p(test['p_value'])}) |")
+            cells = []
+            for row, out in margin.items():
+                test = paired(pq[f"{name}__{row}"], pq[best], METRIC)
+                out.append(test["mean_diff"])
+                cells.append(f"{mean(f'{name}__{row}'):.3f} | {test['mean_diff']:+.3f} ({format_p(test['p_value'])})")
+            print(f"| {name} | {group} | {' / '.join(f'{mean(r):.3f}' for r in rerank)} | {mean(best):.3f} | "
+                  + " | ".join(cells) + " |")
     if len(quality) > 2:
-        rho = spearmanr(quality, margin)
-        print(f"\nSpearman(best Rerank-m, margin) over {len(quality)} artifact x group cells: "
-              f"{rho.statistic:+.2f} (p {rho.pvalue:.3g})")
+        for row, out in margin.items():
+            rho = spearmanr(quality, out)
+            print(f"\nSpearman(best Rerank-m, {row}'s margin) over {len(quality)} artifact x group cells: "
+                  f"{rho.statistic:+.2f} (p {rho.pvalue:.3g}); mean margin {np.mean(out):+.3f}")
 
 
 def main(argv: list[str]) -> int:
