@@ -62,7 +62,8 @@ def report(runs: Path, groups: list[str]) -> None:
 
     from toolret.grid_report import format_p, paired, per_query, read_variants
 
-    print("| artifact | group | Rerank-10 / 30 / 50 | best Rerank-m | ToolRerank | margin (p) | ce_weight 1.0 | margin (p) |")
+    print("| artifact | group | Rerank-10 / 30 / 50 | best Rerank-m | ToolRerank | margin (p) "
+          "| ce_weight 1.0 | margin (p) |")
     print("|---|---|---|---|---|---|---|---|")
     quality: list[float] = []
     margin: dict[str, list[float]] = {"toolrerank": [], "toolrerank_paper": []}
