@@ -67,6 +67,7 @@ def report(runs: Path, groups: list[str]) -> None:
     print("|---|---|---|---|---|---|---|---|")
     quality: list[float] = []
     margin: dict[str, list[float]] = {"toolrerank": [], "toolrerank_paper": []}
+    cells: list[str] = []  # the group of each (artifact, group) cell
     for group in groups:
         variants = read_variants(runs / group) or {}
         pq = {row: per_query(runs / group, row) for row in variants}
@@ -77,18 +78,28 @@ def report(runs: Path, groups: list[str]) -> None:
                 continue
             best = max(rerank, key=mean)
             quality.append(mean(best))
-            cells = []
+            cells.append(group)
+            shown = []
             for row, out in margin.items():
                 test = paired(pq[f"{name}__{row}"], pq[best], METRIC)
                 out.append(test["mean_diff"])
-                cells.append(f"{mean(f'{name}__{row}'):.3f} | {test['mean_diff']:+.3f} ({format_p(test['p_value'])})")
+                shown.append(f"{mean(f'{name}__{row}'):.3f} | {test['mean_diff']:+.3f} ({format_p(test['p_value'])})")
             print(f"| {name} | {group} | {' / '.join(f'{mean(r):.3f}' for r in rerank)} | {mean(best):.3f} | "
-                  + " | ".join(cells) + " |")
+                  + " | ".join(shown) + " |")
     if len(quality) > 2:
         for row, out in margin.items():
             rho = spearmanr(quality, out)
+            # within groups: each group's cells centred on the group's means (group difficulty moves both)
+            centred = [np.asarray(v, dtype=float) - [np.mean([x for x, c in zip(v, cells) if c == g]) for g in cells]
+                       for v in (quality, out)]
+            within = spearmanr(*centred)
+            by_group = {g: [[x for x, c in zip(v, cells) if c == g] for v in (quality, out)]
+                        for g in dict.fromkeys(cells)}
+            per_group = ", ".join(f"{g} {spearmanr(*xy).statistic:+.2f}"
+                                  for g, xy in by_group.items() if len(xy[0]) > 2)
             print(f"\nSpearman(best Rerank-m, {row}'s margin) over {len(quality)} artifact x group cells: "
-                  f"{rho.statistic:+.2f} (p {rho.pvalue:.3g}); mean margin {np.mean(out):+.3f}")
+                  f"{rho.statistic:+.2f} (p {rho.pvalue:.3g}); within groups {within.statistic:+.2f} "
+                  f"(p {within.pvalue:.3g}; {per_group}); mean margin {np.mean(out):+.3f}")
 
 
 def main(argv: list[str]) -> int:
