@@ -50,15 +50,17 @@ $(DAGSTER_HOME)/dagster.yaml: dagster_home/dagster.yaml
 # evaluations), costly stages (fine-tuning, LLM generation) only where their outputs are already there.
 # dagster_project.launch runs the job in this process (no daemon; fails if the run fails) as a run of the
 # code location `make ui` serves, so the UI lists it under the job (`dagster job execute` would not)
+# A stale costly stage whose outputs are committed stops the run (naming what changed and the command that
+# rebuilds it) unless `make run ALLOW_COSTLY=1`.
 run: setup
 	$(BIN)/dvc pull -q --allow-missing || true
-	$(BIN)/python -m dagster_project.launch -m dagster_project -j toolret_run
+	TOOLRET_ALLOW_COSTLY=$(if $(ALLOW_COSTLY),1,0) $(BIN)/python -m dagster_project.launch -m dagster_project -j toolret_run
 	$(BIN)/dvc push -q || true
 
 # the full paper protocol: every stage, fine-tuning and LLM generation included (hours on 2 CPU cores)
 paper: setup
 	$(BIN)/dvc pull -q --allow-missing || true
-	$(BIN)/python -m dagster_project.launch -m dagster_project -j toolret_all
+	TOOLRET_ALLOW_COSTLY=1 $(BIN)/python -m dagster_project.launch -m dagster_project -j toolret_all
 	$(BIN)/dvc push -q || true
 
 # the long LLM jobs (hours on 2 cores), advanced in shards committed to git as they finish

@@ -91,7 +91,7 @@ def build_definitions(project_dir: str | Path | None = None, translator: DvcTran
         schedules=build_schedules(stages, translator),
         sensors=build_sensors(items, root),
         resources={
-            "dvc": DvcResource(project_dir=str(root)),
+            "dvc": DvcResource(project_dir=str(root), allow_costly=os.environ.get("TOOLRET_ALLOW_COSTLY") == "1"),
             "mlflow": MlflowResource(project_dir=str(root),
                                      ui_url=os.environ.get("TOOLRET_MLFLOW_UI_URL") or DEFAULT_MLFLOW_UI),
         },

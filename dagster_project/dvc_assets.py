@@ -30,7 +30,7 @@ from typing import Any
 
 import dagster as dg
 
-from dagster_project.resources import DvcResource
+from dagster_project.resources import DvcResource, costly_stale_failure
 
 RESULTS_ROOT = "data/runs"  # where evaluate stages write <dataset>/<method>/<docs>.json
 # The asset graph cuts a group name longer than this (Dagster 1.13's collapsed group node: 320 px wide,
@@ -394,12 +394,43 @@ class DvcStageConfig(dg.Config):
     force: bool = False  # `dvc repro --force`: rerun even when DVC thinks the stage is up to date
 
 
+def run_stage(item: StageItem, config: DvcStageConfig, dvc: DvcResource, run_id: str, log: Any = None) -> bool:
+    """Bring one stage up to date; ``True`` if it ran ``dvc repro``.
+
+    The up-to-date check is the run's (one ``dvc status`` of the whole graph, :class:`RunState`): a stage
+    current at the run's start whose upstream stages did not re-run is skipped in well under a second. A
+    costly stage (``meta: costly``) that is stale while its outputs exist stops the step before it runs,
+    naming what changed and the command that rebuilds it, unless ``force`` or ``dvc.allow_costly``.
+    """
+    root = Path(dvc.project_dir)
+    outs_present = all((root / o).exists() for o in item.outs)
+    state = dvc.run_state(run_id, log)
+    reason = state.reason(item.name, item.upstream)
+    if not config.force and reason is None and outs_present:
+        if log is not None:
+            log.info(f"`{item.name}` is up to date (dvc status, once for this run): no `dvc repro`")
+        return False
+    if item.costly and outs_present and not (config.force or dvc.allow_costly):
+        # an upstream re-run may have left it current: ask DVC about this stage alone
+        changes = dvc.status([item.name]).get(item.name) if item.name not in state.stale else state.stale[item.name]
+        if changes:
+            raise costly_stale_failure(item.name, changes)
+        if log is not None:
+            log.info(f"`{item.name}` (costly) is up to date after its upstream re-ran: no `dvc repro`")
+        return False
+    if log is not None and reason:
+        log.info(f"`{item.name}`: {reason}")
+    dvc.repro(item.name, force=config.force, log=log)
+    state.mark_ran(item.name)
+    return True
+
+
 def _dvc_asset(item: StageItem, by_name: Mapping[str, StageItem], translator: DvcTranslator) -> dg.AssetsDefinition:
     spec = translator.asset_spec(item, by_name)
 
     @dg.multi_asset(specs=[spec], name=item.op_name, pool="dvc", op_tags={"dvc/stage": item.name})
     def _run_stage(context: dg.AssetExecutionContext, config: DvcStageConfig, dvc: DvcResource) -> dg.MaterializeResult:
-        dvc.repro(item.name, force=config.force, log=context.log)
+        run_stage(item, config, dvc, context.run.run_id, context.log)
         metadata, data_version = materialization_metadata(item, dvc.project_dir)
         return dg.MaterializeResult(
             asset_key=item.asset_key,
@@ -433,4 +464,5 @@ __all__ = [
     "materialization_metadata",
     "op_name_for",
     "read_results",
+    "run_stage",
 ]

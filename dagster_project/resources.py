@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import collections
+import json
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,22 +36,109 @@ def stage_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+class RunState:
+    """What one Dagster run knows of the DVC graph: the stale stages (``dvc status`` once, at the first
+    step) and the stages it re-ran since. A step whose stage was current and none of whose upstream
+    stages re-ran is current: it needs no ``dvc repro`` (7-20 s of bookkeeping each).
+
+    Kept as ``data/.orchestration/<run id>.json`` under a file lock, so that steps in other processes
+    (a multiprocess executor) share it.
+    """
+
+    def __init__(self, path: Path, stale: dict[str, Any], ran: list[str]) -> None:
+        self.path, self.stale, self.ran = path, stale, ran
+
+    @classmethod
+    def open(cls, project: Path, run_id: str, dvc: "DvcResource", log: Any = None) -> "RunState":
+        import fcntl
+
+        folder = project / "data" / ".orchestration"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{run_id}.json"
+        with open(folder / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not path.is_file():
+                start = time.perf_counter()
+                stale = dvc.status()
+                if log is not None:
+                    log.info(f"dvc status of the whole graph: {len(stale)} stale stage(s) "
+                             f"({time.perf_counter() - start:.1f} s, once for this run)")
+                _write_json(path, {"stale": stale, "ran": []})
+            data = json.loads(path.read_text(encoding="utf-8"))
+        return cls(path, data["stale"], data["ran"])
+
+    def reason(self, stage: str, upstream: Sequence[str]) -> str | None:
+        """Why ``stage`` may need to run (``None``: current)."""
+        if stage in self.stale:
+            return "stale at the run's start: " + describe_changes(self.stale[stage])
+        ran = [u for u in upstream if u in self.ran]
+        return f"upstream stage(s) re-ran in this run: {', '.join(ran)}" if ran else None
+
+    def mark_ran(self, stage: str) -> None:
+        import fcntl
+
+        with open(self.path.parent / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            if stage not in data["ran"]:
+                data["ran"].append(stage)
+            _write_json(self.path, data)
+        self.ran = data["ran"]
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def describe_changes(changes: Any) -> str:
+    """``dvc status`` changes of one stage as one line: ``changed deps: a (modified), b (deleted); ...``."""
+    parts = []
+    for change in changes if isinstance(changes, list) else [changes]:
+        if isinstance(change, dict):
+            for kind, paths in change.items():
+                if isinstance(paths, dict):
+                    parts.append(f"{kind}: " + ", ".join(f"{p} ({h})" for p, h in sorted(paths.items())))
+                else:
+                    parts.append(str(kind))
+        else:
+            parts.append(str(change))
+    return "; ".join(parts) or "stale"
+
+
+class CostlyStageStale(dg.Failure):
+    """A costly stage (LLM generation, training) whose committed outputs a run would regenerate."""
+
+
+def costly_stale_failure(stage: str, changes: Any) -> CostlyStageStale:
+    return CostlyStageStale(description=(
+        f"costly stage `{stage}` is stale and `make run` does not regenerate committed costly outputs "
+        f"(LLM generations, trained models) unasked. What changed: {describe_changes(changes)}. "
+        f"If the change cannot alter its outputs (a refactor, a comment): `dvc commit -f {stage}`; to "
+        f"regenerate it: `dvc repro {stage}` or `make paper` (or `make run ALLOW_COSTLY=1`)."),
+        metadata={"stage": stage, "changes": dg.MetadataValue.json(changes)})
+
+
 class DvcResource(dg.ConfigurableResource):
     """Runs DVC commands in the project directory.
 
     Attributes:
         project_dir: the DVC project (holds ``dvc.yaml``, ``params.yaml``, ``dvc.lock``).
         tail_lines: how many output lines a failure reports.
+        allow_costly: run stale costly stages (``meta: costly``) whose outputs exist; off in ``make run``
+            (a stale one stops the run naming what changed), on in ``make paper`` (``TOOLRET_ALLOW_COSTLY=1``).
     """
 
     project_dir: str
     tail_lines: int = 40
+    allow_costly: bool = False
 
     def _dvc(self) -> list[str]:
         exe = Path(sys.executable).parent / "dvc"
         return [str(exe)] if exe.exists() else [sys.executable, "-m", "dvc"]
 
-    def run(self, args: list[str], log: Any = None, check: bool = True) -> tuple[int, str]:
+    def run(self, args: list[str], log: Any = None, check: bool = True, keep: str = "tail") -> tuple[int, str]:
         """Run ``dvc <args>`` streaming its output (stdout and stderr merged) line by line to ``log``.
 
         Returns:
@@ -58,7 +148,7 @@ class DvcResource(dg.ConfigurableResource):
             dagster.Failure: on a non-zero exit when ``check``, with the output tail in its metadata.
         """
         cmd = [*self._dvc(), *args]
-        tail: collections.deque[str] = collections.deque(maxlen=self.tail_lines)
+        tail: collections.deque[str] = collections.deque(maxlen=self.tail_lines if keep == "tail" else None)
         if log is not None:
             log.info(f"$ {' '.join(cmd)}  (cwd={self.project_dir})")
         env = stage_env({"TOOLRET_PROJECT_DIR": self.project_dir})  # the CLI targets this project
@@ -79,6 +169,20 @@ class DvcResource(dg.ConfigurableResource):
                           "output_tail": dg.MetadataValue.md(f"```\n{text}\n```")},
             )
         return rc, text
+
+    def status(self, stages: Sequence[str] = (), log: Any = None) -> dict[str, Any]:
+        """``dvc status --json [stages]``: ``{stage: [changes]}`` of every stale stage (current ones absent)."""
+        rc, text = self.run(["status", "--json", *stages], log=None, check=True, keep="all")
+        start = text.find("{")
+        try:
+            return json.loads(text[start:]) if start >= 0 else {}
+        except ValueError as e:
+            raise dg.Failure(description=f"`dvc status --json` printed no JSON ({e}):\n{text[-2000:]}") from None
+
+    def run_state(self, run_id: str, log: Any = None) -> "RunState":
+        """The run's view of the graph: one ``dvc status`` for the whole graph at the run's first step (kept
+        in a file beside the Dagster home so every step of the run reads it), and the stages the run re-ran."""
+        return RunState.open(Path(self.project_dir), run_id, self, log)
 
     def repro(self, stage: str, force: bool = False, log: Any = None) -> str:
         """``dvc repro --single-item <stage>`` (``--force`` to rerun an up-to-date stage)."""
@@ -155,4 +259,4 @@ class MlflowResource(dg.ConfigurableResource):
         return register_models(self.project_dir, dataset, tracking_uri=self.uri())
 
 
-__all__ = ["DEFAULT_MLFLOW_UI", "DvcResource", "MlflowResource", "TELEMETRY_OFF", "stage_env", "default_tracking_uri"]
+__all__ = ["CostlyStageStale", "DEFAULT_MLFLOW_UI", "DvcResource", "RunState", "costly_stale_failure", "describe_changes", "MlflowResource", "TELEMETRY_OFF", "stage_env", "default_tracking_uri"]

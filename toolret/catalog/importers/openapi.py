@@ -283,7 +283,7 @@ def import_openapi(spec: str | Path, *, name: str | None = None, queries: str | 
     tools = operation_tools(doc, str(spec))
     info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
     title = tools[0].tool or spec.stem
-    provenance = {"source": "openapi", "spec": str(spec), "sha256": sha256_file(spec), "openapi": doc["openapi"],
+    provenance = {"source": "openapi", "spec": spec.name, "sha256": sha256_file(spec), "openapi": doc["openapi"],
                   "title": title, "api_version": info.get("version"), "n_operations": len(tools)}
     return imported_catalog(name or slug(title) or spec.stem, tools, provenance, queries)
 

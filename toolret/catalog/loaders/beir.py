@@ -95,4 +95,4 @@ def load_beir(directory: str | Path, name: str | None = None) -> Catalog:
             continue  # a query with no judgement in any split is not part of the catalog
         queries.append(Query(id=qid, text=text, split=split))
     return Catalog(name=name or meta.get("name") or directory.name, tools=tools, queries=queries,
-                   qrels=qrels, provenance=meta.get("provenance") or {"source": str(directory)})
+                   qrels=qrels, provenance=meta.get("provenance") or {"source": directory.name})

@@ -55,7 +55,7 @@ def load_restbench(folder: Path) -> Catalog:
                           metadata={"tool_name": row.get("tool_name"), "example": row.get("Example")}))
     queries, qrels = _queries(folder / files[1], [t.name for t in tools])
     return Catalog(name="mtrb-restbench", tools=tools, queries=queries, qrels=qrels,
-                   provenance={"source": str(folder), "checksums": checksums, "loader": "mtrb-restbench"})
+                   provenance={"source": folder.name, "checksums": checksums, "loader": "mtrb-restbench"})
 
 
 def load_metatool(folder: Path) -> Catalog:
@@ -71,7 +71,7 @@ def load_metatool(folder: Path) -> Catalog:
         tools.append(Tool(id=str(i), name=name, docs={"original": f"{name}: {desc}"}, tool=name))
     queries, qrels = _queries(folder / files[1], [t.name for t in tools])
     return Catalog(name="mtrb-metatool", tools=tools, queries=queries, qrels=qrels,
-                   provenance={"source": str(folder), "checksums": checksums, "loader": "mtrb-metatool",
+                   provenance={"source": folder.name, "checksums": checksums, "loader": "mtrb-metatool",
                                "note": "MTRB ships only the rewritten MetaTool descriptions"})
 
 

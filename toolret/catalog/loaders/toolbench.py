@@ -103,5 +103,5 @@ def load_toolbench_group(folder: Path, group: str) -> Catalog:
     queries, qrels = group_queries(*groups[group], tools)
     ordered = sorted(tools.values(), key=lambda t: (t.category or "", t.tool or "", t.name))
     return Catalog(name=group_dataset_name(group), tools=ordered, queries=queries, qrels=qrels,
-                   provenance={"source": str(folder), "checksums": checksums, "loader": "toolbench",
+                   provenance={"source": folder.name, "checksums": checksums, "loader": "toolbench",
                                "corpus": "union of api_list over the 6 StableToolBench solvable groups"})

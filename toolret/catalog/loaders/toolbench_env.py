@@ -315,7 +315,7 @@ def load_toolbench_env_group(groups_folder: Path, toolenv_folder: Path, group: s
                          and env.apis[i].category != str(group_apis[k].get("category_name") or "").strip())
     ordered = sorted(tools.values(), key=lambda t: (t.category or "", t.tool or "", t.name, t.id))
     provenance = {
-        "source": [str(groups_folder), str(toolenv_folder)], "loader": "toolbench-env",
+        "source": [groups_folder.name, toolenv_folder.name], "loader": "toolbench-env",
         "checksums": {**checksums, f"{toolenv_folder.name}/MANIFEST.tsv": env.manifest_sha256},
         "toolenv_verification": {"files_verified": env.counts["tool_files"], "manifest_sha256": env.manifest_sha256,
                                  "rule": "every tool file's sha256 checked against MANIFEST.tsv"},

@@ -37,7 +37,7 @@ def load_toollens(folder: Path) -> Catalog:
         category, parent, api = parse_hierarchy(tool.text)
         tool.category, tool.tool = category, parent
         tool.name = api or tool.name
-    catalog.provenance = {"source": str(folder), "checksums": checksums, "loader": "toollens"}
+    catalog.provenance = {"source": folder.name, "checksums": checksums, "loader": "toollens"}
     return catalog
 
 

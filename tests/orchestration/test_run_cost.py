@@ -1,0 +1,98 @@
+"""A run's fixed cost and its guard on costly stages.
+
+One ``dvc status`` for the whole graph per run: a current stage is not handed to ``dvc repro`` again; a
+stale costly stage (LLM generation, training) whose committed outputs exist stops before it runs, naming
+the dependency that changed and the commands that rebuild or re-record it, unless asked to run.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+import yaml
+
+from dagster_project.definitions import ALL_JOB, RUN_JOB, build_definitions
+from dagster_project.resources import DvcResource
+
+pytestmark = pytest.mark.integration
+
+GRAPH = {
+    "stages": {
+        "prepare": {"cmd": "mkdir -p out && cat src/a.txt > out/prep.txt", "deps": ["src"], "outs": ["out/prep.txt"]},
+        "generate": {"cmd": "cat out/prep.txt out/prep.txt > out/gen.txt", "deps": ["out/prep.txt", "prompt.txt"],
+                     "outs": ["out/gen.txt"], "meta": {"costly": True}},
+        "report": {"cmd": "wc -l out/gen.txt > out/report.txt", "deps": ["out/gen.txt"], "outs": ["out/report.txt"]},
+    }
+}
+
+
+def _project(tmp_path):
+    from orch_helpers import make_dvc_project, sh
+
+    project = make_dvc_project(tmp_path / "p", GRAPH, {}, copy_code=False)
+    (project / "src").mkdir()
+    (project / "src" / "a.txt").write_text("one\n")
+    (project / "prompt.txt").write_text("v1\n")
+    sh(["git", "add", "-A"], project)
+    return project
+
+
+def _messages(result) -> list[str]:
+    """Every log line of the run (the steps' own ``context.log`` lines included)."""
+    return [r.user_message or "" for r in result.dagster_run_instance.all_logs(result.run_id)]
+
+
+def _run(project, allow_costly: bool = False, job: str = RUN_JOB):
+    defs = build_definitions(project)
+    instance = dg.DagsterInstance.ephemeral()
+    result = defs.resolve_job_def(job).execute_in_process(
+        instance=instance, raise_on_error=False,
+        resources={"dvc": DvcResource(project_dir=str(project), allow_costly=allow_costly)})
+    result.dagster_run_instance = instance
+    return result
+
+
+def test_a_current_graph_runs_one_status_and_no_repro(tmp_path) -> None:
+    project = _project(tmp_path)
+    first = _run(project, job=ALL_JOB)  # builds everything (`make paper`: the costly output is absent)
+    assert first.success
+    logs = "\n".join(_messages(first))
+    assert logs.count("repro --single-item") == 3
+    second = _run(project)
+    assert second.success
+    logs = "\n".join(_messages(second))
+    assert "repro --single-item" not in logs
+    assert logs.count("dvc status of the whole graph") == 1
+    assert logs.count("is up to date") == 3
+
+
+def test_a_cheap_change_reruns_downstream_but_a_stale_costly_stage_stops_the_run(tmp_path) -> None:
+    project = _project(tmp_path)
+    assert _run(project, job=ALL_JOB).success
+    gen_before = (project / "out" / "gen.txt").read_text()
+    (project / "prompt.txt").write_text("v2\n")  # what the costly stage reads changed
+    result = _run(project)
+    assert not result.success
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    text = str(failure.event_specific_data.error)
+    assert "costly stage `generate` is stale" in text
+    assert "prompt.txt (modified)" in text
+    assert "dvc commit -f generate" in text and "make paper" in text
+    assert (project / "out" / "gen.txt").read_text() == gen_before  # not regenerated
+    # asked to: it runs
+    assert _run(project, allow_costly=True).success
+    lock = yaml.safe_load((project / "dvc.lock").read_text())
+    assert lock["stages"]["generate"]["deps"][1]["path"] == "prompt.txt"
+
+
+def test_an_upstream_rerun_that_leaves_the_costly_stage_current_does_not_stop(tmp_path) -> None:
+    project = _project(tmp_path)
+    assert _run(project, job=ALL_JOB).success
+    # `prepare` is stale (its dep's mtime and bytes change) but writes the same output: `generate` stays current
+    (project / "src" / "b.txt").write_text("unrelated\n")
+    result = _run(project)
+    assert result.success, [str(e.event_specific_data.error) for e in result.all_events
+                            if e.event_type_value == "STEP_FAILURE"]
+    logs = "\n".join(_messages(result))
+    assert "repro --single-item prepare" in logs
+    assert "repro --single-item generate" not in logs
