@@ -72,3 +72,30 @@ def test_report_tables_skip_non_results(tmp_path, fixture_catalog_dir):
     assert main(["report", "--runs", str(tmp_path / "runs"), "--out", str(out)]) == 0
     text = out.read_text(encoding="utf-8-sig")
     assert "bm25" in text and "dense" in text and "summary" not in text
+
+
+def test_a_missing_params_file_is_an_error_naming_it(tmp_path):
+    missing = tmp_path / "missing.yaml"
+    p = _toolret("--params", str(missing), "catalog", "build", "--dataset", "mtrb-restbench",
+                 "--out", str(tmp_path / "out"))
+    assert p.returncode == 2
+    assert f"{missing}: params file not found" in p.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_every_result_records_its_params_file(tmp_path):
+    from toolret.evaluation import load_run_info
+
+    params = tmp_path / "my-params.yaml"
+    params.write_text("datasets: [mtrb-restbench]\n")
+    out = tmp_path / "r.json"
+    p = _toolret("--params", str(params), "evaluate", "--dataset", "mtrb-restbench", "--method", "bm25",
+                 "--output", str(out), "--set", "bm25.k1=1.1")
+    assert p.returncode == 0, p.stderr[-2000:]
+    result = json.loads(out.read_text())
+    info = result["provenance"].get("params_file") or load_run_info(out).get("provenance", {}).get("params_file")
+    import hashlib
+
+    assert info["file"] == str(params)  # outside the project: kept as given
+    assert info["sha256"] == hashlib.sha256(params.read_bytes()).hexdigest()
+    assert info["overrides"] == ["bm25.k1=1.1"]

@@ -136,11 +136,20 @@ def cmd_catalog_select(args: argparse.Namespace) -> None:
     print(json.dumps({**catalog.provenance["selection"], "out": args.out}))
 
 
+def _check_import_target(args: argparse.Namespace) -> None:
+    """An import never replaces an existing catalogue (an evaluation one would lose its queries) unasked."""
+    out = Path(args.out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.force:
+        what = "a catalogue" if (out / "catalog.json").is_file() else "files"
+        raise CatalogError(f"{out}: already holds {what}; pass --force to replace it, or choose another --out")
+
+
 def cmd_import_openapi(args: argparse.Namespace) -> None:
     """A curated catalogue of an OpenAPI 3 file: one tool per operation (toolret.catalog.importers.openapi)."""
     from toolret.catalog.importers.openapi import import_openapi
     from toolret.catalog.io import save_catalog
 
+    _check_import_target(args)
     catalog = import_openapi(args.spec, name=args.name, queries=args.queries)
     save_catalog(catalog, args.out)
     print(json.dumps({**catalog.stats(), "purpose": catalog.provenance["purpose"], "out": args.out}))
@@ -151,6 +160,7 @@ def cmd_import_mcp(args: argparse.Namespace) -> None:
     from toolret.catalog.importers.mcp import import_mcp
     from toolret.catalog.io import save_catalog
 
+    _check_import_target(args)
     catalog = import_mcp(args.server_command, args.url, name=args.name, queries=args.queries, timeout_s=args.timeout)
     save_catalog(catalog, args.out)
     print(json.dumps({**catalog.stats(), "purpose": catalog.provenance["purpose"], "out": args.out}))
@@ -223,12 +233,14 @@ def cmd_index(args: argparse.Namespace) -> None:
 def _provenance(catalog, params, spec, artifacts: dict[str, str] | None = None) -> dict[str, Any]:
     """Provenance with only the params sections the pipeline (``spec``: a PipelineSpec or a name) and the
     evaluation read."""
+    from toolret.config import params_source
     from toolret.evaluation import provenance
 
     spec = _spec(spec, params) if isinstance(spec, str) else spec
     sections = ["evaluation", *spec.sections()]
     dumped = params.model_dump(mode="json")
-    return provenance(catalog, {s: dumped[s] for s in sections if s in dumped}, artifacts)
+    return {**provenance(catalog, {s: dumped[s] for s in sections if s in dumped}, artifacts),
+            "params_file": params_source(params)}
 
 
 def _evaluate(pipeline, catalog, params, *, method: str, docs: str, split: str = "test",
@@ -561,6 +573,7 @@ def build_parser() -> argparse.ArgumentParser:
     iop.add_argument("--out", required=True, help="the catalogue directory to write")
     iop.add_argument("--name", help="catalogue name (default: from info.title)")
     iop.add_argument("--queries", help=queries_help)
+    iop.add_argument("--force", action="store_true", help="replace an existing catalogue at --out")
     iop.set_defaults(func=cmd_import_openapi)
     im = sub.add_parser("import-mcp", help="a curated catalogue of a running MCP server's tools (tools/list)")
     target = im.add_mutually_exclusive_group(required=True)
@@ -571,6 +584,7 @@ def build_parser() -> argparse.ArgumentParser:
     im.add_argument("--name", help="catalogue name (default: from the server's name)")
     im.add_argument("--queries", help=queries_help)
     im.add_argument("--timeout", type=float, default=120, help="seconds to wait for the server's tool list")
+    im.add_argument("--force", action="store_true", help="replace an existing catalogue at --out")
     im.set_defaults(func=cmd_import_mcp)
 
     def overrides(sp):

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, PrivateAttr, model_validator
 
 from toolret.paths import ConfigError, read_params_file, under_project
 
@@ -29,6 +29,7 @@ class StrictModel(BaseModel):
     """Base of every config section: unknown keys are errors, instances are immutable."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    _source: dict[str, Any] | None = PrivateAttr(default=None)  # the params file it was read from (load_params)
 
     def replace(self, **changes: Any):
         """A validated copy with ``changes`` applied (unknown keys are errors)."""
@@ -238,7 +239,28 @@ def load_params(path: str | Path | None = None, overrides: list[str] | None = No
     overrides (``--set`` on the command line). Unknown keys are errors naming the key and the file."""
     data, path = read_params_file(path)
     params = validate_params(data, str(path))
-    return apply_overrides(params, overrides) if overrides else params
+    params = apply_overrides(params, overrides) if overrides else params
+    return with_source(params, path, overrides)
+
+
+def with_source(params: CoreParams, path: Path, overrides: list[str] | None = None) -> CoreParams:
+    """``params`` remembering the file it was read from (portable path and sha256, or ``None`` when the project
+    has no params file) and the overrides applied: :func:`params_source` gives it to every result."""
+    from toolret.paths import portable_path
+
+    digest = None
+    if path.is_file():
+        import hashlib
+
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    params._source = {"file": portable_path(path.resolve()) if path.is_file() else None, "sha256": digest,
+                      "overrides": list(overrides or [])}
+    return params
+
+
+def params_source(params: Any) -> dict[str, Any] | None:
+    """Which params file (and overrides) ``params`` came from (``None`` for params built in code)."""
+    return getattr(params, "_source", None)
 
 
 def apply_overrides(params: CoreParams, overrides: list[str] | dict[str, Any]) -> CoreParams:

@@ -110,7 +110,7 @@ def evaluate_retriever(retriever: Retriever, catalog: Catalog, *, method: str, d
 # Fields of a result that change from one run of the same inputs to the next (timings, the git sha,
 # the full params dump). DVC-tracked results keep them out of the JSON, in the run-info sidecar.
 VOLATILE_KEYS = ("latency_ms", "batch_search_s", "index_build_s")
-VOLATILE_PROVENANCE_KEYS = ("git_sha", "params")
+VOLATILE_PROVENANCE_KEYS = ("git_sha", "params", "params_file")
 
 
 def run_info_path(artifact: str | Path) -> Path:

@@ -41,11 +41,18 @@ def data_dir() -> Path:
 
 
 def read_params_file(path: str | Path | None = None) -> tuple[dict[str, Any], Path]:
-    """The raw mapping of ``params.yaml`` (default: the project's; ``{}`` if absent) and its path."""
+    """The raw mapping of ``params.yaml`` (default: the project's; ``{}`` if the project has none) and its path.
+
+    Raises:
+        ConfigError: a ``path`` given explicitly that is not a file (a typo must not run on the defaults).
+    """
     import yaml
 
+    explicit = bool(path)
     path = Path(path) if path else project_dir() / "params.yaml"
     if not path.is_file():
+        if explicit:
+            raise ConfigError(f"{path}: params file not found")
         return {}, path
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}

@@ -113,6 +113,50 @@ class BodyLimit:
         return await self.app(scope, replay, send)
 
 
+def allowed_hosts(bound: str) -> set[str] | None:
+    """Host names a request may address a server bound to ``bound`` by (``None``: any, for a wildcard bind).
+
+    A server on loopback answers only to loopback names, so a page in a local browser that resolves
+    ``evil.example`` to 127.0.0.1 (DNS rebinding) is refused."""
+    if bound in ("0.0.0.0", "::", ""):
+        return None
+    if _is_loopback(bound):
+        return {"127.0.0.1", "localhost", "::1", bound}
+    return {bound}
+
+
+def _hostname(value: str) -> str:
+    """``host[:port]`` / ``[v6]:port`` -> the host name, lower-cased."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def check_browser_safety(headers: Any, bound: str) -> None:
+    """Refuse a state-changing request a web page could forge: a body that is not JSON (415; a form or
+    ``text/plain`` POST needs no CORS preflight), a ``Host`` the server is not bound to (421), or an
+    ``Origin`` of another site (403).
+
+    Raises:
+        RequestError: naming the header.
+    """
+    from urllib.parse import urlsplit
+
+    ctype = (headers.get("content-type") or "").split(";")[0].strip().lower()
+    if ctype != "application/json":
+        raise RequestError(415, "content-type", f"must be application/json, got {ctype or 'none'!r}")
+    hosts = allowed_hosts(bound)
+    host = _hostname(headers.get("host") or "")
+    if hosts is not None and host not in hosts:
+        raise RequestError(421, "host", f"{host!r} is not a name this server is bound to ({sorted(hosts)})")
+    origin = headers.get("origin")
+    if origin:
+        origin_host = (urlsplit(origin).hostname or "").lower()
+        if origin_host != host and not (hosts is not None and origin_host in hosts):
+            raise RequestError(403, "origin", f"cross-site request from {origin!r} refused")
+
+
 def create_app(pipeline_dir: "str | Path", *, catalog_dir: "str | Path | None" = None,
                limits: Optional[Limits] = None, host: str = "127.0.0.1",
                admin_token: Optional[str] = None) -> Any:
@@ -201,6 +245,7 @@ def create_app(pipeline_dir: "str | Path", *, catalog_dir: "str | Path | None" =
             "queries": {"type": "array", "items": {"type": "string"}},
             "k": {"type": "integer", "default": 5}, "include_schema": {"type": "boolean", "default": False}}}}}}})
     async def search(request: Request) -> JSONResponse:
+        check_browser_safety(request.headers, host)
         body = await json_body(request, {"queries", "k", "include_schema"})
         if "queries" not in body:
             raise RequestError(422, "queries", "is required")
@@ -212,6 +257,7 @@ def create_app(pipeline_dir: "str | Path", *, catalog_dir: "str | Path | None" =
 
     @app.post("/admin/reload")
     async def reload(request: Request) -> dict:
+        check_browser_safety(request.headers, host)
         if admin_token:
             given = request.headers.get("authorization", "")
             if not hmac.compare_digest(given.encode(), f"Bearer {admin_token}".encode()):
@@ -251,4 +297,4 @@ def serve(pipeline_dir: "str | Path", host: str = "127.0.0.1", port: int = 8000,
         raise CatalogError(f"could not serve {pipeline_dir}: {service.error}")
 
 
-__all__ = ["BodyLimit", "create_app", "serve"]
+__all__ = ["BodyLimit", "allowed_hosts", "check_browser_safety", "create_app", "serve"]

@@ -226,7 +226,7 @@ def test_import_mcp_stdio_then_index_search_and_serve(tmp_path):
         assert main(["import-mcp", "--url", server.base + "/mcp", "--out", str(tmp_path / "served")]) == 0
     served = load_catalog(tmp_path / "served").tools
     assert [t.id for t in served] == ["search_tools"] and served[0].tool == "toolret"
-    assert set(served[0].metadata["input_schema"]["properties"]) == {"query", "k"}
+    assert set(served[0].metadata["input_schema"]["properties"]) == {"query", "k", "schemas"}
     assert served[0].metadata["input_schema"]["required"] == ["query"]
 
 
@@ -334,3 +334,16 @@ def test_dense_reindex_after_an_api_change_encodes_only_the_changed_operation(tm
     hits = pipeline_hits(second_index, ["renewals are limited: extend the due date of a borrowed item"], 1)
     assert hits[0][0][0] == "renewLoan"
     assert "withdrawBook" in {r["id"] for r in read_tools(first_index / "tools.jsonl")}
+
+
+def test_an_import_never_replaces_an_existing_catalogue_unasked(tmp_path, capsys):
+    out = tmp_path / "library"
+    assert main(["import-openapi", "--spec", str(SPEC), "--queries", str(QUERIES), "--out", str(out)]) == 0
+    before = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    # a serving import (no queries) into the evaluation catalogue: refused, nothing touched
+    assert main(["import-openapi", "--spec", str(SPEC), "--out", str(out)]) == 2
+    assert f"{out}: already holds a catalogue; pass --force" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert load_catalog(out).queries
+    assert main(["import-openapi", "--spec", str(SPEC), "--out", str(out), "--force"]) == 0
+    assert not load_catalog(out).queries

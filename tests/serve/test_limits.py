@@ -211,3 +211,24 @@ def test_admin_token(bm25_index, tmp_path):
         assert status == 401 and body["field"] == "authorization"
         status, _, body = http("POST", srv.base + "/admin/reload", headers={"Authorization": "Bearer s3cret"})
         assert status == 200 and body["current"]["index"] == str(bm25_index)
+
+
+@pytest.mark.parametrize("headers, status, field", [
+    ({"Content-Type": "text/plain"}, 415, "content-type"),
+    ({"Host": "evil.example"}, 421, "host"),
+    ({"Origin": "http://evil.example"}, 403, "origin"),
+    ({"Host": "evil.example", "Origin": "http://evil.example", "Content-Type": "text/plain"}, 415, "content-type"),
+])
+def test_a_page_in_a_browser_cannot_swap_the_index_or_search(server, bm25_index_b, headers, status, field):
+    """Cross-site request / DNS rebinding: a form POST, a foreign Host or a foreign Origin is refused; the
+    served index stays."""
+    before = http("GET", server.base + "/health")[2]["index"]
+    got, _, body = http("POST", server.base + "/admin/reload", {"index": str(bm25_index_b)}, headers=headers)
+    assert (got, body["field"]) == (status, field)
+    got, _, body = http("POST", server.base + "/search", {"queries": ["weather"], "k": 3}, headers=headers)
+    assert (got, body["field"]) == (status, field)
+    assert http("GET", server.base + "/health")[2]["index"] == before
+    # the same requests from a local client (loopback Host, no Origin or its own) are served
+    port = server.base.rsplit(":", 1)[1]
+    ok = {"Host": f"localhost:{port}", "Origin": f"http://localhost:{port}"}
+    assert http("POST", server.base + "/search", {"queries": ["weather"], "k": 3}, headers=ok)[0] == 200

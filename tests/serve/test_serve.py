@@ -48,7 +48,7 @@ def test_rest_search_and_health(server, bm25_index, serve_catalog):
     assert status == 200 and health["status"] == "ready"
     assert health["pipeline"] == "bm25" and health["n_tools"] == len(catalog.tools) == 30
     assert health["catalog"]["name"] == "fixture" and health["catalog"]["n_tools"] == 30
-    assert health["catalog"]["provenance"]["source"] == str(directory)
+    assert health["catalog"]["provenance"]["source"] == directory.name  # the folder name, never a machine path
     assert health["tool_metadata"] == "tools.jsonl"
 
     queries = _queries(catalog)
@@ -75,7 +75,7 @@ def test_mcp_streamable_http(server, bm25_index, serve_catalog):
     async def session(mode: str):
         async with Client(server.base + "/mcp", mode=mode, read_timeout_seconds=60) as client:
             tools = (await client.list_tools()).tools
-            results = [await client.call_tool("search_tools", {"query": q, "k": K}) for q in queries]
+            results = [await client.call_tool("search_tools", {"query": q, "k": K, "schemas": K}) for q in queries]
             default_k = await client.call_tool("search_tools", {"query": queries[0]})
             resource = await client.read_resource("toolret://catalog")
         return tools, results, default_k, resource
@@ -83,15 +83,20 @@ def test_mcp_streamable_http(server, bm25_index, serve_catalog):
     for mode in ("auto", "legacy"):  # the 2026 protocol and the initialize handshake older agents speak
         tools, results, default_k, resource = asyncio.run(session(mode))
         assert [t.name for t in tools] == ["search_tools"]
-        assert set(tools[0].input_schema["properties"]) == {"query", "k"}
+        assert set(tools[0].input_schema["properties"]) == {"query", "k", "schemas"}
         for result, exp in zip(results, expected):
             assert not result.is_error
             data = result.structured_content
             assert data["pipeline"] == "bm25" and data["n_tools"] == 30
             check_hits(data["hits"], exp, catalog, schemas=True)
-            assert json.loads(result.content[0].text)["hits"] == data["hits"]
-        check_hits(default_k.structured_content["hits"], pipeline_hits(bm25_index, queries[:1], 5)[0], catalog,
-                   schemas=True)  # k defaults to 5
+            # the text is a listing, one line per hit, not the structured JSON again
+            lines = result.content[0].text.splitlines()
+            with_schemas = any("input_schema" in h for h in data["hits"])
+            assert len(lines) == len(data["hits"]) + 1 + with_schemas and all(f"[{h['tool_id']}]" in line for h, line in zip(data["hits"], lines[1:]))
+            assert "input_schema" not in result.content[0].text
+        hits = default_k.structured_content["hits"]  # k defaults to 5, schemas to the top 3
+        check_hits(hits[:3], pipeline_hits(bm25_index, queries[:1], 5)[0][:3], catalog, schemas=True)
+        check_hits(hits[3:], pipeline_hits(bm25_index, queries[:1], 5)[0][3:], catalog, schemas=False)
         info = json.loads(resource.contents[0].text)
         assert info["n_tools"] == 30 and info["catalog"]["name"] == "fixture" and info["catalog"]["provenance"]
 
@@ -109,10 +114,10 @@ def test_mcp_stdio(bm25_index, serve_catalog):
     async def session():
         async with Client(params, read_timeout_seconds=120) as client:
             tools = (await client.list_tools()).tools
-            results = [await client.call_tool("search_tools", {"query": q, "k": K}) for q in queries]
+            results = [await client.call_tool("search_tools", {"query": q, "k": K, "schemas": K}) for q in queries]
             empty = await client.call_tool("search_tools", {"query": "   ", "k": K})
             too_many = await client.call_tool("search_tools", {"query": "weather", "k": 31})
-            after = await client.call_tool("search_tools", {"query": queries[0], "k": K})
+            after = await client.call_tool("search_tools", {"query": queries[0], "k": K, "schemas": K})
             resource = await client.read_resource("toolret://catalog")
         return tools, results, empty, too_many, after, resource
 
@@ -152,3 +157,24 @@ def test_old_index_without_tools_file(bm25_index, serve_catalog, tmp_path):
     with_catalog = Loaded(old, catalog_dir=directory)
     check_hits(with_catalog.search([query], K)[0], expected, catalog, schemas=True)
     assert with_catalog.catalog["name"] == "fixture"
+
+
+def test_search_tools_answer_is_bounded_on_a_large_catalogue():
+    """k = 100 over tools with ToolBench-sized schemas: one copy of the hits, schemas for the top few only
+    (the answer was the result twice with every schema: 641,577 characters on a 2,000-tool catalogue)."""
+    from toolret.serving.mcp_server import search_answer
+
+    schema = {"type": "object", "properties": {f"param_{i}": {"type": "string", "description": "x" * 120}
+                                               for i in range(12)}, "required": ["param_0"]}
+    hits = [{"tool_id": str(i), "name": f"api_{i}", "tool": "T", "category": "C", "description": "d" * 400,
+             "score": 1.0 / (i + 1), "input_schema": schema} for i in range(100)]
+    answer = search_answer("find a book", "bm25", 2000, hits, schemas=3)
+    size = len(answer.content[0].text) + len(json.dumps(answer.structured_content))
+    unbounded = 2 * len(json.dumps({"hits": hits}))  # every schema, text and structured content alike
+    assert size < 0.25 * unbounded, (size, unbounded)
+    shown = answer.structured_content["hits"]
+    assert [h["tool_id"] for h in shown] == [str(i) for i in range(100)]
+    assert ["input_schema" in h for h in shown] == [True] * 3 + [False] * 97
+    assert "input_schema" in hits[50]  # the service's rows are not modified
+    none = search_answer("find a book", "bm25", 2000, hits, schemas=0).structured_content["hits"]
+    assert not any("input_schema" in h for h in none)

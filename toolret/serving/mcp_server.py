@@ -1,8 +1,8 @@
 """The MCP server (official ``mcp`` SDK, v2 ``MCPServer``) over a :class:`SearchService`.
 
-- tool ``search_tools(query: str, k: int = 5)``: the top-k tools for a task description, each
-  ``{tool_id, name, tool, category, description, score, input_schema?}`` (structured content + the
-  same JSON as text); a refused request (empty query, k out of range, busy, not ready) is a tool error
+- tool ``search_tools(query: str, k: int = 5, schemas: int = 3)``: the top-k tools for a task description,
+  each ``{tool_id, name, tool, category, description, score, input_schema?}`` as structured content (the
+  input schema for the top ``schemas`` hits only) and a one-line-per-hit text listing; a refused request (empty query, k out of range, busy, not ready) is a tool error
   whose text names the field;
 - resource ``toolret://catalog`` (JSON): the served catalogue's size and provenance and the pipeline.
 
@@ -28,11 +28,34 @@ INSTRUCTIONS = ("Tool retrieval over a catalogue of APIs: call search_tools with
                 "the chosen API with its input schema. Read toolret://catalog for what the catalogue holds.")
 
 
+DEFAULT_SCHEMAS = 3  # input schemas in an answer: the top few (a ToolBench schema is ~1-3 kB)
+DESCRIPTION_CHARS = 300  # of each hit's description in the text listing
+
+
+def search_answer(query: str, pipeline: str, n_tools: int, hits: list[dict[str, Any]], schemas: int) -> Any:
+    """The ``search_tools`` result, bounded: the hits once as structured content (input schemas for the top
+    ``schemas`` only) and a short text listing for clients that read text (one line per hit), not the same
+    JSON twice."""
+    from mcp_types import CallToolResult, TextContent
+
+    shown = [h if i < schemas else {k: v for k, v in h.items() if k != "input_schema"} for i, h in enumerate(hits)]
+    lines = [f"{len(hits)} tool(s) for {query!r} ({pipeline}, {n_tools} tools indexed):"]
+    for i, h in enumerate(hits, 1):
+        desc = (h.get("description") or "").replace("\n", " ")
+        desc = desc if len(desc) <= DESCRIPTION_CHARS else desc[:DESCRIPTION_CHARS - 1] + "…"
+        score = "-" if h.get("score") is None else f"{h['score']:.3f}"
+        lines.append(f"{i}. {h['name']} [{h['tool_id']}] score {score}: {desc}")
+    if any("input_schema" in h for h in shown):
+        lines.append(f"input schemas of the top {min(schemas, len(hits))}: in the structured content")
+    return CallToolResult(content=[TextContent(type="text", text="\n".join(lines))],
+                          structured_content={"query": query, "pipeline": pipeline, "n_tools": n_tools, "hits": shown})
+
+
 def build_mcp_server(service: SearchService) -> Any:
     """An ``MCPServer`` with the ``search_tools`` tool and the ``toolret://catalog`` resource."""
     from mcp.server import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
-    from mcp_types import ToolAnnotations
+    from mcp_types import CallToolResult, ToolAnnotations
 
     from toolret import __version__
 
@@ -45,15 +68,17 @@ def build_mcp_server(service: SearchService) -> Any:
                                                 f"(at most {service.limits.max_query_chars} characters)")],
         k: Annotated[int, Field(description="how many tools to return (1 .. min(catalogue size, "
                                             f"{service.limits.max_k}))")] = 5,
-    ) -> dict[str, Any]:
+        schemas: Annotated[int, Field(description="input schemas for the top this many hits (0: none; "
+                                                  "call again with a larger value to see more)", ge=0)] = DEFAULT_SCHEMAS,
+    ) -> CallToolResult:
         """Find the tools (APIs) of the served catalogue that best match a task, best first: tool id,
-        name, parent tool, category, description, retrieval score and, where the catalogue has it, the
-        input schema. Fewer than k hits when fewer tools match (lexical retrievers)."""
+        name, parent tool, category, description, retrieval score and, for the top `schemas` hits where the
+        catalogue has it, the input schema. Fewer than k hits when fewer tools match (lexical retrievers)."""
         try:
             loaded, rows = await service.search(query, k, include_schema=True, query_field="query")
         except RequestError as e:
             raise ToolError(e.body()["detail"]) from None
-        return {"query": query, "pipeline": loaded.name, "n_tools": loaded.n_tools, "hits": rows[0]}
+        return search_answer(query, loaded.name, loaded.n_tools, rows[0], schemas)
 
     @server.resource("toolret://catalog", name="catalog", title="Served tool catalogue",
                      description="size and provenance of the served catalogue, and the pipeline serving it",
@@ -81,4 +106,4 @@ def run_stdio(index_dir: str | Path, *, catalog_dir: str | Path | None = None, l
         service.close()
 
 
-__all__ = ["INSTRUCTIONS", "build_mcp_server", "run_stdio"]
+__all__ = ["DEFAULT_SCHEMAS", "INSTRUCTIONS", "build_mcp_server", "run_stdio", "search_answer"]
