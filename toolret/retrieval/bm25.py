@@ -21,6 +21,50 @@ class BM25Config(StrictModel):
     b: float = 0.75
     stopwords: str | None = "en"
     method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = "lucene"
+    # PyStemmer algorithm (e.g. "english"; None: no stemming): "book" matches "books"
+    stemmer: str | None = None
+    # split identifiers before tokenizing: "searchBooks" / "search_books" -> "search Books" / "search books"
+    split_identifiers: bool = False
+
+
+_CAMEL = None
+
+
+def _stemmer(algorithm: str):
+    """PyStemmer's ``stemWords`` for ``algorithm`` (one stemmer per thread: PyStemmer objects are not
+    thread-safe and the server searches concurrently)."""
+    import threading
+
+    import Stemmer
+
+    local = _STEMMERS.setdefault(algorithm, threading.local())
+    if not hasattr(local, "stem"):
+        try:
+            local.stem = Stemmer.Stemmer(algorithm).stemWords
+        except KeyError:
+            raise ValueError(f"bm25.stemmer: unknown algorithm {algorithm!r} (PyStemmer has {Stemmer.algorithms()})") from None
+    return local.stem
+
+
+_STEMMERS: dict = {}
+
+
+def split_identifier_words(text: str) -> str:
+    """``text`` with camelCase, PascalCase, snake_case and letter-digit boundaries made spaces (the original
+    identifier kept too, so an exact name still matches): ``"searchBooks v2"`` -> ``"searchBooks search Books v2"``.
+
+    Example:
+        >>> split_identifier_words("getUserID by_name")
+        'getUserID get User ID by_name by name'
+    """
+    import re
+
+    global _CAMEL
+    if _CAMEL is None:
+        _CAMEL = (re.compile(r"[A-Za-z0-9]+(?:[_\-][A-Za-z0-9]+)+|[A-Za-z]*[a-z][A-Z][A-Za-z0-9]*|[A-Za-z]+[0-9]+[A-Za-z0-9]*"),
+                  re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+"))
+    ident, word = _CAMEL
+    return ident.sub(lambda m: m.group(0) + " " + " ".join(word.findall(m.group(0))), text)
 
 
 class BM25Retriever:
@@ -50,7 +94,9 @@ class BM25Retriever:
     def _tokenize(self, texts: Sequence[str]):
         import bm25s
 
-        return bm25s.tokenize(list(texts), stopwords=self.config.stopwords, show_progress=False)
+        texts = [split_identifier_words(t) for t in texts] if self.config.split_identifiers else list(texts)
+        stemmer = _stemmer(self.config.stemmer) if self.config.stemmer else None
+        return bm25s.tokenize(texts, stopwords=self.config.stopwords, stemmer=stemmer, show_progress=False)
 
     def index(self, tool_ids: Sequence[str], documents: Sequence[str]) -> None:
         import bm25s
