@@ -458,6 +458,21 @@ def cmd_generate_shards(args: argparse.Namespace) -> None:
     print(json.dumps(summary))
 
 
+def cmd_adapt(args: argparse.Namespace) -> None:
+    """A trained, selected, registered and servable retriever for a catalogue (toolret.adapt)."""
+    from toolret.adapt import GeneratorSpec, adapt
+
+    spec = GeneratorSpec(model=args.llm_model, engine="openai" if args.llm_base_url else args.llm_engine,
+                         base_url=args.llm_base_url)
+    report = adapt(args.catalog, args.out, queries=args.queries, budget=args.budget, generator=spec, n=args.n,
+                   params=_params(args), register=not args.no_register, retrain=args.retrain,
+                   say=lambda m: print(m, file=sys.stderr, flush=True))
+    print(json.dumps({"champion": report["selection"]["champion"], "why": report["selection"]["why"],
+                      "index": str(Path(args.out) / "champion"), "seconds": report["seconds"],
+                      "generated_this_run": report["generation"]["generated_this_run"],
+                      **({"registered": report["mlflow"]["uri"]} if report.get("mlflow") else {})}, indent=1))
+
+
 def _serving_limits(args: argparse.Namespace):
     from toolret.serving.service import Limits
 
@@ -469,8 +484,10 @@ def _serving_limits(args: argparse.Namespace):
 
 
 def _saved_pipeline(index: str) -> str:
+    from toolret.adapt import resolve_index
     from toolret.pipeline import PIPELINE_FILE
 
+    index = resolve_index(index)  # a registry URI (models:/adapt-<catalogue>@champion) -> its folder
     if not (Path(index) / PIPELINE_FILE).is_file():
         raise CatalogError(f"--index {index}: not a saved pipeline (no {PIPELINE_FILE}; "
                            "one document variant of `toolret index`, e.g. data/indexes/<ds>/<method>/original)")
@@ -586,6 +603,19 @@ def build_parser() -> argparse.ArgumentParser:
     im.add_argument("--timeout", type=float, default=120, help="seconds to wait for the server's tool list")
     im.add_argument("--force", action="store_true", help="replace an existing catalogue at --out")
     im.set_defaults(func=cmd_import_mcp)
+    ad = sub.add_parser("adapt", help="train, select, register and write a servable retriever for a catalogue "
+                        "from its tool documents alone (LLM-written requests)")
+    ad.add_argument("--catalog", required=True, help="the catalogue folder (import-openapi / import-mcp / BEIR)")
+    ad.add_argument("--out", required=True, help="where generations, models and the champion index go")
+    ad.add_argument("--queries", help="labelled queries (JSONL: _id, text, gold): scored, never used to choose")
+    ad.add_argument("--budget", choices=["fast", "full"], default="fast")
+    ad.add_argument("--n", type=int, help="requests per tool (default: the budget's)")
+    ad.add_argument("--llm-model", default="qwen2.5-coder-0.5b-instruct", help="the generator")
+    ad.add_argument("--llm-engine", default="transformers", help="transformers | llama.cpp")
+    ad.add_argument("--llm-base-url", help="an OpenAI-compatible server writes the requests instead")
+    ad.add_argument("--retrain", action="store_true", help="retrain the adapter even if few tools changed")
+    ad.add_argument("--no-register", action="store_true", help="do not log to MLflow / register the champion")
+    ad.set_defaults(func=cmd_adapt)
 
     def overrides(sp):
         sp.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",

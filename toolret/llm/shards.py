@@ -114,6 +114,19 @@ class ShardStore:
     def __len__(self) -> int:
         return len(self._index)
 
+    def absorb(self, other: "ShardStore") -> int:
+        """Answer from ``other``'s records too (read-only: new shards are still written under this store's
+        root); returns how many records it added. Stores of another model or engine are refused."""
+        if (other.model, other.engine) != (self.model, self.engine):
+            raise ValueError(f"{other.root}: shards of {other.model!r} on {other.engine!r}, not "
+                             f"{self.model!r} on {self.engine!r}")
+        before = len(self._index)
+        for key, rec in other._index.items():
+            self._index.setdefault(key, rec)
+        if not self.provenance:
+            self.provenance = dict(other.provenance)
+        return len(self._index) - before
+
     def get(self, pkey: str, params: SamplingParams, sample_index: int) -> dict | None:
         return self._index.get((pkey, params.key_str(), int(params.seed), int(sample_index)))
 

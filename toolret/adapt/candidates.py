@@ -1,0 +1,113 @@
+"""The retrievers ``adapt`` compares: untrained ones, ones trained on the synthetic requests, and document
+expansion with them.
+
+=============  =========  ==================================================================================
+name           kind       what
+=============  =========  ==================================================================================
+bm25           untrained  BM25 (``params.bm25``)
+bm25-stem      untrained  BM25 with the Snowball stemmer and identifier splitting (``searchBooks``)
+dense          untrained  the bi-encoder (``params.dense``)
+hybrid         untrained  bm25 + dense fused, the weight chosen on the synthetic dev split
+dense-ft       trained    the bi-encoder with a LoRA adapter trained on the synthetic train split
+hybrid-ft      trained    bm25 + dense-ft fused
+bm25-exp       expansion  BM25 over each document expanded with its requests (Re-Invoke's index)
+dense-exp      expansion  the bi-encoder over the expanded documents (Re-Invoke: mean of the copies)
+=============  =========  ==================================================================================
+
+While a candidate is measured on dev, expansion uses the train split's requests only (a held-out tool keeps
+its plain document, as a tool added after the adapt would); the served index expands with all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toolret.catalog.model import Catalog
+
+UNTRAINED = ("bm25", "bm25-stem", "dense", "hybrid")
+BASELINES = ("bm25", "dense", "hybrid")  # what labelled results are paired-tested against
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    kind: str  # untrained | trained | expansion
+    build: Callable[[Sequence[Sequence[str]]], Any]  # per-tool expansion requests -> an unfitted Pipeline
+
+    @property
+    def trained(self) -> bool:
+        return self.kind != "untrained"
+
+
+def _hybrid_config(params):
+    from toolret.retrieval.hybrid import HybridConfig, HybridSide
+
+    # both sides read the catalogue's own documents (a user's catalogue has no cleaned variant)
+    return HybridConfig(**{**params.hybrid.model_dump(), "dev_dataset": None, "select_on_dev": True,
+                           "sides": [HybridSide(component="bm25"), HybridSide(component="dense")]})
+
+
+def expansion_records(tool_ids: Sequence[str], per_tool: Sequence[Sequence[str]], n: int) -> list[dict[str, Any]]:
+    """Re-Invoke synthetic-query records: samples ``0..n-1`` of every tool, ``query`` ``None`` beyond its own
+    requests (a tool without any keeps its plain document)."""
+    return [{"tool_id": t, "sample_index": j, "query": qs[j] if j < len(qs) else None}
+            for t, qs in zip(tool_ids, per_tool) for j in range(n)]
+
+
+def candidates(catalog: Catalog, params, work: Path, budget: str, n: int,
+               finetune_overrides: dict[str, Any] | None = None, reuse_adapter: bool = False) -> list[Candidate]:
+    """Every candidate of ``budget`` for ``catalog``: builders of fresh pipelines (``work``: where dense-ft's
+    adapter is trained and kept; ``reuse_adapter``: the adapter there is used as it is, not retrained)."""
+    from toolret.methods.reinvoke.components import ReInvokeIndex
+    from toolret.methods.reinvoke.config import ReInvokeConfig
+    from toolret.pipeline import Pipeline
+    from toolret.retrieval.bm25 import BM25Retriever
+    from toolret.retrieval.dense import DenseRetriever
+    from toolret.retrieval.finetuned import FinetunedDenseRetriever
+    from toolret.retrieval.hybrid import HybridRetriever
+
+    stem = params.bm25.replace(stemmer="english", split_identifiers=True)
+    ft_config = params.finetune.resolved(params.dense).replace(
+        method="lora", **{**BUDGETS[budget]["finetune"], **(finetune_overrides or {})})
+    ft_dir = work / "dense-ft"
+    reinvoke = ReInvokeConfig(n_queries=n, generate_queries=n, tool_vectors="off")
+
+    def ft():
+        if reuse_adapter:  # the trained encoder as it is (fit learns nothing)
+            return DenseRetriever(params.dense.replace(model=str(ft_dir / "model"),
+                                                       max_seq_length=ft_config.max_seq_length))
+        return FinetunedDenseRetriever(ft_dir, ft_config, params.dense)
+
+    def expanded(backbone: str):
+        def build(per_tool):
+            index = ReInvokeIndex(reinvoke, backbone, dense_config=params.dense, bm25_config=params.bm25,
+                                  synthetic=expansion_records(catalog.tool_ids, per_tool, n), round_trip=False)
+            return Pipeline(index, name=f"{backbone}-exp")
+        return build
+
+    out = [
+        Candidate("bm25", "untrained", lambda _: Pipeline(BM25Retriever(params.bm25), name="bm25")),
+        Candidate("bm25-stem", "untrained", lambda _: Pipeline(BM25Retriever(stem), name="bm25-stem")),
+        Candidate("dense", "untrained", lambda _: Pipeline(DenseRetriever(params.dense), name="dense")),
+        Candidate("hybrid", "untrained", lambda _: Pipeline(HybridRetriever(
+            [BM25Retriever(params.bm25), DenseRetriever(params.dense)], _hybrid_config(params)), name="hybrid")),
+        Candidate("dense-ft", "trained", lambda _: Pipeline(ft(), name="dense-ft")),
+        Candidate("hybrid-ft", "trained", lambda _: Pipeline(HybridRetriever(
+            [BM25Retriever(params.bm25), ft()], _hybrid_config(params)), name="hybrid-ft")),
+        Candidate("bm25-exp", "expansion", expanded("bm25")),
+        Candidate("dense-exp", "expansion", expanded("dense")),
+    ]
+    return out
+
+
+# what a budget buys: requests per tool, and dense-ft's training (LoRA adapter on the default encoder)
+BUDGETS: dict[str, dict[str, Any]] = {
+    "fast": {"n": 5, "finetune": {"epochs": 2, "max_train_pairs": 4000, "eval_steps": 0, "lr": 1e-3}},
+    "full": {"n": 10, "finetune": {"epochs": 3, "max_train_pairs": 20000, "eval_steps": 100, "lr": 1e-3}},
+}
+
+
+__all__ = ["BASELINES", "BUDGETS", "Candidate", "UNTRAINED", "candidates", "expansion_records"]

@@ -1,0 +1,312 @@
+"""``adapt``: a trained, selected, registered and servable retriever for any catalogue of tools.
+
+1. requests written by an LLM from each tool's document (:mod:`toolret.adapt.synthetic`: resumable shards,
+   held-out tools so that dev measures unseen ones);
+2. the candidates of :mod:`toolret.adapt.candidates` built, trained and measured on the synthetic dev split;
+3. the champion: the best on dev (``SELECT_METRIC``); a trained candidate must beat the best untrained one
+   with a paired p < 0.05 on dev, else the best untrained one stays champion and the report says so;
+4. with labelled queries (``queries``): every candidate's served index scored on them, with 95% CIs and a
+   paired test against bm25 / dense / hybrid -- reported, never used for the choice;
+5. the champion's index written to ``<out>/champion`` (replaced atomically: a half-built champion is never
+   there) with its model card (``model_card.json``, ``MODEL_CARD.md``), logged to MLflow and registered with
+   the alias ``champion``.
+
+Re-adapting a changed catalogue reuses every generation of an unchanged tool (same prompt, same shard) and,
+while the catalogue changed by at most ``REUSE_FRACTION`` of its tools, the trained adapter (the new tools are
+unseen tools for it, which is what dev measures); the report counts what was generated and what was retrained.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from toolret.adapt.candidates import BASELINES, BUDGETS, UNTRAINED, candidates
+from toolret.adapt.catalogue import (AdaptInputError, catalogue_fingerprint, load_tools, tool_fingerprints)
+from toolret.adapt.synthetic import GeneratorSpec, generate, split_queries
+
+SELECT_METRIC = "ndcg@5"
+KS = (1, 3, 5, 10)
+ALPHA = 0.05
+REUSE_FRACTION = 0.1  # re-adapt: keep the trained adapter while at most this fraction of tools changed
+CARD = "model_card.json"
+EXPERIMENT = "toolret-adapt"
+
+
+def _evaluate(pipeline, catalog, split: str, name: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    from toolret.evaluation import evaluate_retriever
+
+    result, rows = evaluate_retriever(pipeline, catalog, method=name, docs="original", ks=KS, k_max=max(KS),
+                                      split=split, bootstrap_samples=1000, seed=13, measure_latency=False)
+    per_query = {m: np.array([r[m] for r in rows]) for m in ("ndcg@5", "recall@5", "comp@5") if rows and m in rows[0]}
+    return {"metrics": {m: round(v, 4) for m, v in result["metrics"].items()},
+            "ci95": {m: [round(x, 4) for x in v] for m, v in result["ci95"].items()},
+            "n_queries": result["n_queries"]}, per_query
+
+
+def _paired(a: np.ndarray, b: np.ndarray) -> float:
+    from toolret.metrics import paired_test
+
+    return round(float(paired_test(a, b, method="randomization", seed=13)["p_value"]), 4)
+
+
+def choose_champion(dev: dict[str, dict[str, Any]], per_query: dict[str, dict[str, np.ndarray]],
+                    kinds: dict[str, str], metric: str = SELECT_METRIC) -> tuple[str, str]:
+    """``(champion, why)`` from dev results only: the best candidate, unless it is trained (or expanded) and
+    not better than the best untrained one with paired p < :data:`ALPHA` -- then the best untrained one."""
+    score = {n: dev[n]["metrics"][metric] for n in dev}
+    best = max(score, key=lambda n: (score[n], -list(score).index(n)))
+    untrained = [n for n in score if kinds[n] == "untrained"]
+    best_untrained = max(untrained, key=lambda n: (score[n], -list(score).index(n)))
+    if kinds[best] == "untrained":
+        return best, f"{best} is the best on dev ({metric} {score[best]:.3f}); no trained candidate beats it"
+    p = _paired(per_query[best][metric], per_query[best_untrained][metric])
+    if p < ALPHA:
+        return best, (f"{best} beats the best untrained {best_untrained} on dev ({metric} "
+                      f"{score[best]:.3f} vs {score[best_untrained]:.3f}, paired p {p})")
+    return best_untrained, (f"nothing trained helps significantly: {best} {score[best]:.3f} vs "
+                            f"{best_untrained} {score[best_untrained]:.3f} on dev (paired p {p}); "
+                            f"the untrained {best_untrained} stays champion")
+
+
+def _labelled(path: str | Path, tools) -> Any:
+    from toolret.catalog.importers.queries import read_queries
+    from toolret.catalog.model import Catalog
+
+    queries, qrels = read_queries(path, tools.tool_ids)
+    return Catalog(f"{tools.name}-labelled", list(tools.tools), queries, qrels, {"purpose": "evaluation"})
+
+
+def _previous(out: Path) -> dict[str, Any] | None:
+    card = out / "champion" / CARD
+    return json.loads(card.read_text(encoding="utf-8")) if card.is_file() else None
+
+
+def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | None = None, budget: str = "fast",
+          generator: GeneratorSpec | None = None, n: int | None = None, params: Any = None, llm: Any = None,
+          seed: int = 13, finetune_overrides: dict[str, Any] | None = None, register: bool = True,
+          tracking_uri: str | None = None, retrain: bool = False, say=print) -> dict[str, Any]:
+    """Adapt a retriever to the catalogue at ``catalog_dir``; the champion lands in ``<out>/champion``.
+
+    Returns the report (also ``<out>/adapt_report.json`` and the champion's model card).
+
+    Raises:
+        AdaptInputError: an empty catalogue, duplicate ids, empty documents, a generator that is down or
+            returns garbage -- the previous champion is left in place.
+    """
+    from toolret.atomic import atomic_directory, write_json
+    from toolret.config import load_params
+    from toolret.roles import Corpus
+
+    t_start = time.perf_counter()
+    if budget not in BUDGETS:
+        raise AdaptInputError(f"--budget {budget!r}: choose one of {sorted(BUDGETS)}")
+    params = params or load_params()
+    generator = generator or GeneratorSpec()
+    n = n or BUDGETS[budget]["n"]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tools = load_tools(catalog_dir)
+    fingerprint = catalogue_fingerprint(tools)
+    fps = tool_fingerprints(tools)
+    labelled = _labelled(queries, tools) if queries else None  # read (and checked) before any cost
+    previous = _previous(out)
+    changes = _changes(previous, fps)
+    say(f"adapt: {tools.name}: {len(tools.tools)} tools (fingerprint {fingerprint[:12]}); "
+        + (f"changed since the last adapt: {changes}" if previous else "first adapt"))
+
+    gen = generate(tools, out, n, generator, generator=llm, say=say)
+    synthetic, split_info = split_queries(tools, gen.per_tool, seed=seed)
+    if not synthetic.split("train") or not synthetic.split("dev"):
+        raise AdaptInputError(f"{tools.name}: too few requests to train and select on ({split_info})")
+    train_only = [[q.text for q in synthetic.queries if q.split == "train" and synthetic.gold(q.id) == {t.id}]
+                  for t in tools.tools]
+
+    work = out / "work"
+    reuse = _reuse_adapter(previous, changes, len(fps), retrain, work)
+    if not reuse:
+        shutil.rmtree(work / "dense-ft", ignore_errors=True)
+    pool = candidates(tools, params, work, budget, n, finetune_overrides, reuse_adapter=reuse)
+    kinds = {c.name: c.kind for c in pool}
+    dev, dev_pq, pipelines, cost = {}, {}, {}, {}
+    for cand in pool:
+        t0 = time.perf_counter()
+        pipe = cand.build(train_only)
+        if cand.name == "dense-ft" and reuse:
+            say("adapt: dense-ft: the previous adapter is kept (few tools changed; they are unseen tools for it)")
+        pipe.fit(synthetic)
+        pipe.index(Corpus.from_catalog(tools))
+        dev[cand.name], dev_pq[cand.name] = _evaluate(pipe, synthetic, "dev", cand.name)
+        pipelines[cand.name] = pipe
+        cost[cand.name] = round(time.perf_counter() - t0, 1)
+        say(f"adapt: {cand.name:10s} dev {SELECT_METRIC} {dev[cand.name]['metrics'][SELECT_METRIC]:.3f} "
+            f"({cost[cand.name]} s)")
+    champion, why = choose_champion(dev, dev_pq, kinds)
+    say(f"adapt: champion {champion}: {why}")
+
+    # served indexes: expansion with every request (dev tools' included)
+    all_requests = gen.per_tool
+    final: dict[str, Any] = {}
+    names = list(pipelines) if labelled is not None else [champion]
+    for name in names:
+        cand = next(c for c in pool if c.name == name)
+        if cand.kind == "expansion":
+            pipe = cand.build(all_requests)
+            pipe.fit(synthetic)
+            pipe.index(Corpus.from_catalog(tools))
+            final[name] = pipe
+        else:
+            final[name] = pipelines[name]
+    labelled_results = _score_labelled(final, labelled) if labelled is not None else None
+
+    report = {
+        "catalogue": {"name": tools.name, "n_tools": len(tools.tools), "fingerprint": fingerprint},
+        "budget": budget, "requests_per_tool": n, "generator": gen.model,
+        "generation": {"samples": gen.samples_requested, "generated_this_run": gen.samples_generated,
+                       "tools_generated_this_run": gen.tools_generated, "seconds": gen.seconds,
+                       "samples_per_s": gen.samples_per_s, "unparsed": gen.unparsed},
+        "training_data": split_info, "changes": changes, "adapter_reused": reuse,
+        "selection": {"metric": SELECT_METRIC, "split": "synthetic dev", "champion": champion, "why": why,
+                      "kinds": kinds},
+        "dev": dev, "labelled": labelled_results, "candidate_seconds": cost,
+        "seconds": round(time.perf_counter() - t_start, 1),
+    }
+    champion_pipe = final[champion]
+    champion_pipe.catalog_info = {"name": tools.name, "n_tools": len(tools.tools), "fingerprint": fingerprint}
+    with atomic_directory(out / "champion") as tmp:
+        champion_pipe.save(tmp / "index")
+        for item in (tmp / "index").iterdir():  # the champion folder is the servable index itself
+            shutil.move(str(item), tmp / item.name)
+        (tmp / "index").rmdir()
+        write_json(tmp / CARD, {**report, "tool_fingerprints": fps})
+        (tmp / "MODEL_CARD.md").write_text(model_card_markdown(report), encoding="utf-8")
+    write_json(out / "adapt_report.json", report)
+    if register:
+        report["mlflow"] = log_and_register(out, report, tracking_uri)
+        write_json(out / "adapt_report.json", report)
+    say(f"adapt: champion {champion} written to {out / 'champion'} ({report['seconds']} s in all)")
+    return report
+
+
+def _changes(previous: dict[str, Any] | None, fps: dict[str, str]) -> dict[str, int]:
+    if not previous:
+        return {"added": len(fps), "removed": 0, "changed": 0, "unchanged": 0}
+    old = previous.get("tool_fingerprints") or {}
+    return {"added": sum(1 for t in fps if t not in old), "removed": sum(1 for t in old if t not in fps),
+            "changed": sum(1 for t in fps if t in old and old[t] != fps[t]),
+            "unchanged": sum(1 for t in fps if old.get(t) == fps[t])}
+
+
+def _reuse_adapter(previous, changes: dict[str, int], n_tools: int, retrain: bool, work: Path) -> bool:
+    moved = changes["added"] + changes["removed"] + changes["changed"]
+    return (bool(previous) and not retrain and (work / "dense-ft" / "model").is_dir()
+            and moved <= REUSE_FRACTION * max(n_tools, 1))
+
+
+def _score_labelled(final: dict[str, Any], labelled) -> dict[str, Any]:
+    results, pq = {}, {}
+    for name, pipe in final.items():
+        results[name], pq[name] = _evaluate(pipe, labelled, "test", name)
+    for name in results:
+        results[name]["vs"] = {b: {m: _paired(pq[name][m], pq[b][m]) for m in ("ndcg@5", "recall@5")}
+                               for b in BASELINES if b in pq and b != name}
+    return results
+
+
+def model_card_markdown(report: dict[str, Any]) -> str:
+    """The champion's card: what it is for, what it was trained on, how it was chosen, what it scores."""
+    c, sel = report["catalogue"], report["selection"]
+    lines = [f"# {c['name']}: {sel['champion']}", "",
+             f"Tool retriever adapted by `toolret adapt` to {c['n_tools']} tools (catalogue fingerprint "
+             f"`{c['fingerprint'][:16]}`), budget `{report['budget']}`.", "",
+             f"**Chosen on** the synthetic dev split ({sel['metric']}): {sel['why']}.", "",
+             f"**Training data**: {report['requests_per_tool']} requests per tool written by "
+             f"`{report['generator'].get('model')}` ({report['generator'].get('engine')}); "
+             + ", ".join(f"{k} {v}" for k, v in report["training_data"].items()) + ".", "",
+             f"**Cost**: {report['seconds']} s in all; generation {report['generation']['seconds']} s for "
+             f"{report['generation']['generated_this_run']} new samples.", "",
+             "| candidate | kind | dev ndcg@5 [95% CI] | dev recall@5 |" + (" labelled ndcg@5 [95% CI] | labelled recall@5 | p vs bm25 / dense / hybrid |" if report.get("labelled") else ""),
+             "|---|---|---|---|" + ("---|---|---|" if report.get("labelled") else "")]
+    for name, r in report["dev"].items():
+        ci = r["ci95"]["ndcg@5"]
+        row = f"| {name}{' (champion)' if name == sel['champion'] else ''} | {sel['kinds'][name]} | " \
+              f"{r['metrics']['ndcg@5']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] | {r['metrics']['recall@5']:.3f} |"
+        lab = (report.get("labelled") or {}).get(name)
+        if lab:
+            ci = lab["ci95"]["ndcg@5"]
+            ps = " / ".join(str(lab["vs"].get(b, {}).get("ndcg@5", "-")) for b in BASELINES)
+            row += f" {lab['metrics']['ndcg@5']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] | {lab['metrics']['recall@5']:.3f} | {ps} |"
+        lines.append(row)
+    if report.get("labelled"):
+        lines += ["", "Labelled queries were scored only: never used for training or for the choice."]
+    return "\n".join(lines) + "\n"
+
+
+def log_and_register(out: Path, report: dict[str, Any], tracking_uri: str | None = None) -> dict[str, Any]:
+    """An MLflow run of the adapt (params, dev and labelled metrics, the card) and a registered model
+    version of the champion with the alias ``champion``, linked to the run."""
+    from toolret.paths import portable_path
+    from toolret.tracking import get_client, get_or_create_experiment
+
+    client = get_client(tracking_uri)
+    exp = get_or_create_experiment(client, EXPERIMENT)
+    name = report["catalogue"]["name"]
+    run = client.create_run(exp, run_name=f"{name}/adapt", tags={"toolret.catalogue": name,
+                                                                 "toolret.champion": report["selection"]["champion"]})
+    rid = run.info.run_id
+    for k, v in {"budget": report["budget"], "requests_per_tool": report["requests_per_tool"],
+                 "generator": report["generator"].get("model"), "champion": report["selection"]["champion"],
+                 "fingerprint": report["catalogue"]["fingerprint"][:16],
+                 "n_tools": report["catalogue"]["n_tools"]}.items():
+        client.log_param(rid, k, v)
+    for cand, r in report["dev"].items():
+        for m in ("ndcg@5", "recall@5"):
+            client.log_metric(rid, f"dev_{m.replace('@', '_at_')}/{cand}", r["metrics"][m])
+    for cand, r in (report.get("labelled") or {}).items():
+        for m in ("ndcg@5", "recall@5"):
+            client.log_metric(rid, f"labelled_{m.replace('@', '_at_')}/{cand}", r["metrics"][m])
+    client.log_metric(rid, "seconds", report["seconds"])
+    client.log_artifact(rid, str(out / "champion" / "MODEL_CARD.md"))
+    client.set_terminated(rid)
+    from mlflow.exceptions import MlflowException
+
+    model = f"adapt-{name}"
+    try:
+        client.get_registered_model(model)
+    except MlflowException:
+        client.create_registered_model(model, description=f"`toolret adapt` champions of the catalogue {name}")
+    source = portable_path(str((out / "champion").resolve()))
+    mv = client.create_model_version(model, source=source, run_id=rid,
+                                     description=(out / "champion" / "MODEL_CARD.md").read_text(encoding="utf-8"),
+                                     tags={"fingerprint": report["catalogue"]["fingerprint"][:16],
+                                           "candidate": report["selection"]["champion"]})
+    client.set_registered_model_alias(model, "champion", mv.version)
+    return {"run_id": rid, "model": model, "version": str(mv.version), "uri": f"models:/{model}@champion"}
+
+
+def resolve_index(ref: str, tracking_uri: str | None = None) -> str:
+    """A served index folder from a path or a registry URI ``models:/<name>@<alias>`` / ``models:/<name>/<v>``."""
+    if not ref.startswith("models:/"):
+        return ref
+    from toolret.paths import project_dir
+    from toolret.tracking import get_client
+
+    client = get_client(tracking_uri)
+    body = ref[len("models:/"):]
+    if "@" in body:
+        name, alias = body.split("@", 1)
+        mv = client.get_model_version_by_alias(name, alias)
+    else:
+        name, version = body.rsplit("/", 1)
+        mv = client.get_model_version(name, version)
+    source = Path(mv.source)
+    return str(source if source.is_absolute() else project_dir() / source)
+
+
+__all__ = ["ALPHA", "CARD", "EXPERIMENT", "SELECT_METRIC", "adapt", "choose_champion", "log_and_register",
+           "model_card_markdown", "resolve_index"]

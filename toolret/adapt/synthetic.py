@@ -1,0 +1,220 @@
+"""Training and dev data for a catalogue without queries: requests an LLM writes from each tool's document.
+
+Generation is Re-Invoke's query generator (the same prompt, so the committed generation shards of the
+project answer for any tool they cover) run as a durable job: resumable shards under
+``<out>/generations/<model>/``, a progress bar, and an ETA printed before it starts. A re-adapt of a changed
+catalogue asks the LLM only for tools whose document is new (an unchanged document is the same prompt).
+
+Splits (:func:`split_queries`): a seeded ``holdout`` fraction of the catalogue's units -- parent tools where
+the catalogue has at least :data:`MIN_UNITS` of them, else single tools -- is held out: their requests are
+dev only (``dev_unseen``: dev measures tools no candidate was trained on, as new tools in a user's catalogue
+will be). Of the other tools' requests a seeded ``dev_fraction`` is dev (``dev_seen``), the rest train.
+Multi-tool requests are composed, each split from its own single-tool requests
+(:func:`toolret.catalog.synthetic.compose_requests`: 2-3 tools of one parent, or of one category).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolret.adapt.catalogue import AdaptInputError
+from toolret.catalog.model import Catalog, Query
+
+log = logging.getLogger(__name__)
+
+JOB = "reinvoke-queries"  # the shard folder (and prompt) of Re-Invoke's query generator
+MIN_UNITS = 20  # hold out whole parent tools only where there are at least this many
+# samples/s of each generator on 2 CPU cores (transformers, batch 64), for the ETA before any shard of this
+# machine exists (benchmarks/results/llm_throughput.json; docs: measured 2026-11)
+DEFAULT_THROUGHPUT = {"smollm2-135m-instruct": 4.0, "qwen2.5-coder-0.5b-instruct": 1.5,
+                      "qwen2.5-coder-1.5b-instruct": 0.5}
+
+
+@dataclass(frozen=True)
+class GeneratorSpec:
+    """Which LLM writes the requests: a ``KNOWN_MODELS`` name on a local engine, or any OpenAI-compatible
+    server (``engine="openai"``, ``base_url``)."""
+
+    model: str = "qwen2.5-coder-0.5b-instruct"
+    engine: str = "transformers"
+    base_url: str | None = None
+    temperature: float = 0.7
+    top_p: float = 0.95
+    seed: int = 0
+    max_new_tokens: int = 48
+
+    def describe(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "base_url"} | (
+            {"server": True} if self.base_url else {})
+
+
+@dataclass
+class Generated:
+    """Per tool, its parsed requests; and what this run cost."""
+
+    per_tool: list[list[str]]
+    samples_requested: int
+    samples_generated: int  # asked of the LLM in this run (the rest came from shards)
+    tools_generated: int  # tools with at least one sample generated in this run
+    seconds: float
+    samples_per_s: float | None
+    unparsed: int
+    model: dict[str, Any] = field(default_factory=dict)
+
+
+def _store(out: Path, spec: GeneratorSpec, project: Path | None):
+    from toolret.llm.models import model_slug
+    from toolret.llm.shards import ShardStore, store_root
+
+    store = ShardStore(out / "generations" / model_slug(spec.model), spec.model, spec.engine)
+    shared = store_root(spec.model, project)  # the project's committed shards answer too (read-only)
+    if shared.is_dir() and shared.resolve() != store.root.resolve():
+        store.absorb(ShardStore(shared, spec.model, spec.engine))
+    return store
+
+
+def _throughput(store, spec: GeneratorSpec) -> float:
+    import json
+
+    rates = []
+    for path in store.shards:
+        try:
+            rates.append(json.loads(path.with_suffix(".meta.json").read_text())["run_info"]["samples_per_s"])
+        except (OSError, ValueError, KeyError):
+            continue
+    return statistics.median(rates) if rates else DEFAULT_THROUGHPUT.get(spec.model, 1.0)
+
+
+def generate(catalog: Catalog, out: Path, n: int, spec: GeneratorSpec, *, generator: Any = None,
+             project: Path | None = None, shard_prompts: int = 50, say=print) -> Generated:
+    """``n`` requests per tool of ``catalog`` (its original documents), generated where no shard holds them.
+
+    ``generator``: an injected engine (tests); default: ``spec``'s, built only if something is missing.
+
+    Raises:
+        AdaptInputError: the generator could not be reached, or returned nothing usable for most tools.
+    """
+    import time
+
+    from toolret.llm.lazy import LazyCachedLLM
+    from toolret.llm.parsing import parse_single
+    from toolret.llm.prompts import QUERY_GEN_PARAMS, query_generation_prompt
+    from toolret.llm.shards import StoreFirstGenerator, prompt_key, run_durable
+
+    prompts = [query_generation_prompt(d) for d in catalog.docs("original")]
+    sampling = dataclasses.replace(QUERY_GEN_PARAMS, n=n, max_new_tokens=spec.max_new_tokens,
+                                   temperature=spec.temperature, top_p=spec.top_p, seed=spec.seed)
+    store = _store(out, spec, project)
+    missing = store.missing(prompts, sampling)
+    tools_missing = len({prompt_key(r.prompt) for r in missing})
+    rate = _throughput(store, spec)
+    if missing:
+        say(f"adapt: generating {len(missing)} requests for {tools_missing} of {len(prompts)} tools with "
+            f"{spec.model} ({spec.engine}); ETA ~{len(missing) / rate / 60:.1f} min at ~{rate:.2f} samples/s "
+            f"(resumable: shards under {store.root})")
+    else:
+        say(f"adapt: all {len(prompts) * n} requests of {len(prompts)} tools are in the shards: no generation")
+
+    cfg = _llm_config(spec)
+    llm = LazyCachedLLM(cfg, cache_path=out / "generations" / "llm-cache.jsonl", generator=generator)
+    if generator is None:
+        from toolret.llm.engines import build_generator
+
+        llm.build = lambda: build_generator(spec.engine, spec.model, base_url=spec.base_url)  # type: ignore[method-assign]
+    gen = StoreFirstGenerator(store, llm._cached_engine)
+    t0 = time.perf_counter()
+    summary = {"samples": 0}
+    if missing:
+        try:
+            summary = run_durable(store, JOB, prompts, sampling, gen, {"method": "adapt", "catalog": catalog.name,
+                                                                        "tools": len(prompts)},
+                                  shard_prompts=shard_prompts)
+        except (ConnectionError, OSError, TimeoutError) as e:
+            raise AdaptInputError(f"the generator {spec.model!r} on {spec.engine!r}"
+                                  + (f" at {spec.base_url}" if spec.base_url else "")
+                                  + f" failed: {e}; nothing was registered (rerun to resume)") from None
+    seconds = time.perf_counter() - t0
+    per_tool, unparsed = [], 0
+    for p in prompts:
+        key, texts = prompt_key(p), []
+        for j in range(n):
+            rec = store.get(key, sampling, j)
+            parsed = parse_single(rec["output"], finish_reason=rec.get("finish_reason")) if rec else None
+            if parsed is not None and parsed.ok:
+                texts.append(parsed.items[0])
+            else:
+                unparsed += 1
+        per_tool.append(texts)
+    without = sum(1 for t in per_tool if not t)
+    if without > len(per_tool) / 2:
+        raise AdaptInputError(f"the generator {spec.model!r} returned no usable request for {without} of "
+                              f"{len(per_tool)} tools (garbage or refusals); nothing was registered")
+    return Generated(per_tool, len(prompts) * n, int(summary.get("samples", 0)), tools_missing, round(seconds, 1),
+                     round(summary["samples"] / seconds, 3) if summary.get("samples") and seconds > 0 else None,
+                     unparsed, {**spec.describe(), **store.provenance})
+
+
+def _llm_config(spec: GeneratorSpec):
+    from toolret.methods.reinvoke.config import ReInvokeConfig
+
+    return ReInvokeConfig(llm_model=spec.model, llm_engine=spec.engine, llm_base_url=spec.base_url)
+
+
+def holdout_units(catalog: Catalog, fraction: float, seed: int) -> tuple[str, set[str]]:
+    """``(unit kind, held-out tool ids)``: a seeded ``fraction`` of the parent tools where there are at least
+    :data:`MIN_UNITS`, else of the tools themselves."""
+    parents = sorted({t.tool or t.id for t in catalog.tools})
+    kind = "parent_tool" if len(parents) >= MIN_UNITS else "tool"
+    units = parents if kind == "parent_tool" else sorted(t.id for t in catalog.tools)
+    held = set(random.Random(seed).sample(units, max(1, round(len(units) * fraction)))) if len(units) > 1 else set()
+    ids = {t.id for t in catalog.tools if (t.tool or t.id if kind == "parent_tool" else t.id) in held}
+    return kind, ids
+
+
+def split_queries(catalog: Catalog, per_tool: Sequence[Sequence[str]], *, seed: int = 13, holdout: float = 0.2,
+                  dev_fraction: float = 0.1, compose: float = 0.5) -> tuple[Catalog, dict[str, Any]]:
+    """The synthetic training catalogue (train / dev splits) and its counts (module docstring)."""
+    from toolret.catalog.synthetic import compose_requests
+
+    kind, held = holdout_units(catalog, holdout, seed)
+    rng = random.Random(seed + 1)
+    queries: list[Query] = []
+    qrels: dict[str, dict[str, int]] = {}
+    singles: dict[str, list[tuple[str, str]]] = {"train": [], "dev": []}
+    seen_texts: set[str] = set()
+    counts = {"train": 0, "dev_seen": 0, "dev_unseen": 0}
+    for tool, texts in zip(catalog.tools, per_tool):
+        for j, text in enumerate(texts):
+            key = " ".join(text.lower().split())
+            if key in seen_texts:
+                continue
+            seen_texts.add(key)
+            bucket = "dev_unseen" if tool.id in held else "dev_seen" if rng.random() < dev_fraction else "train"
+            split = "train" if bucket == "train" else "dev"
+            qid = f"syn-{tool.id}-{j}"
+            queries.append(Query(qid, text, split))
+            qrels[qid] = {tool.id: 1}
+            counts[bucket] += 1
+            singles[split].append((text, tool.id))
+    for split, offset in (("dev", 3), ("train", 4)):
+        composed = compose_requests(catalog, singles[split], round(compose * len(singles[split])),
+                                    random.Random(seed + offset))
+        for j, (text, ids) in enumerate(composed):
+            qid = f"syn-multi-{split}{j}"
+            queries.append(Query(qid, text, split))
+            qrels[qid] = {t: 1 for t in ids}
+        counts[f"multi_{split}"] = len(composed)
+    info = {"holdout_unit": kind, "held_out_tools": len(held), "tools": len(catalog.tools),
+            "tools_with_requests": sum(1 for t in per_tool if t), **counts}
+    provenance = {"purpose": "training", "source": catalog.name, "adapt": info}
+    return Catalog(f"{catalog.name}-synthetic", list(catalog.tools), queries, qrels, provenance), info
+
+
+__all__ = ["DEFAULT_THROUGHPUT", "GeneratorSpec", "Generated", "JOB", "generate", "holdout_units", "split_queries"]
