@@ -466,6 +466,7 @@ def cmd_adapt(args: argparse.Namespace) -> None:
                          base_url=args.llm_base_url)
     report = adapt(args.catalog, args.out, queries=args.queries, budget=args.budget, generator=spec, n=args.n,
                    params=_params(args), register=not args.no_register, retrain=args.retrain,
+                   shard_prompts=args.shard_prompts,
                    say=lambda m: print(m, file=sys.stderr, flush=True))
     print(json.dumps({"champion": report["selection"]["champion"], "why": report["selection"]["why"],
                       "index": str(Path(args.out) / "champion"), "seconds": report["seconds"],
@@ -613,6 +614,7 @@ def build_parser() -> argparse.ArgumentParser:
     ad.add_argument("--llm-model", default="qwen2.5-coder-0.5b-instruct", help="the generator")
     ad.add_argument("--llm-engine", default="transformers", help="transformers | llama.cpp")
     ad.add_argument("--llm-base-url", help="an OpenAI-compatible server writes the requests instead")
+    ad.add_argument("--shard-prompts", type=int, default=50, help="tools per generation shard (resume unit)")
     ad.add_argument("--retrain", action="store_true", help="retrain the adapter even if few tools changed")
     ad.add_argument("--no-register", action="store_true", help="do not log to MLflow / register the champion")
     ad.set_defaults(func=cmd_adapt)

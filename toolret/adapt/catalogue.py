@@ -72,17 +72,25 @@ def load_tools(path: str | Path) -> Catalog:
 
 
 def _check_raw_ids(corpus: Path) -> None:
-    """Duplicate ``_id`` lines of a corpus file, named before any loader silently keeps one of them."""
+    """Duplicate ``_id`` lines and empty documents of a corpus file, every offender named, before a loader
+    stops at the first one (or silently keeps one of two)."""
     seen: Counter = Counter()
+    empty: list[str] = []
     for line in corpus.read_text(encoding="utf-8").splitlines():
         if line.strip():
             try:
-                seen[str(json.loads(line).get("_id"))] += 1
+                rec = json.loads(line)
+                seen[str(rec.get("_id"))] += 1
+                if not str(rec.get("text") or "").strip():
+                    empty.append(str(rec.get("_id")))
             except (ValueError, AttributeError):
                 continue  # the loader names malformed lines
     dupes = sorted(i for i, n in seen.items() if n > 1)
     if dupes:
         raise AdaptInputError(f"{corpus}: duplicate tool ids: {', '.join(map(repr, dupes[:20]))}")
+    if empty:
+        raise AdaptInputError(f"{corpus}: {len(empty)} tool(s) with an empty document: "
+                              f"{', '.join(map(repr, empty[:20]))}" + (" ..." if len(empty) > 20 else ""))
 
 
 __all__ = ["AdaptInputError", "catalogue_fingerprint", "check_tools", "load_tools", "tool_fingerprint",

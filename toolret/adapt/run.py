@@ -90,7 +90,8 @@ def _previous(out: Path) -> dict[str, Any] | None:
 def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | None = None, budget: str = "fast",
           generator: GeneratorSpec | None = None, n: int | None = None, params: Any = None, llm: Any = None,
           seed: int = 13, finetune_overrides: dict[str, Any] | None = None, register: bool = True,
-          tracking_uri: str | None = None, retrain: bool = False, say=print) -> dict[str, Any]:
+          tracking_uri: str | None = None, retrain: bool = False, shard_prompts: int = 50,
+          say=print) -> dict[str, Any]:
     """Adapt a retriever to the catalogue at ``catalog_dir``; the champion lands in ``<out>/champion``.
 
     Returns the report (also ``<out>/adapt_report.json`` and the champion's model card).
@@ -120,7 +121,7 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
     say(f"adapt: {tools.name}: {len(tools.tools)} tools (fingerprint {fingerprint[:12]}); "
         + (f"changed since the last adapt: {changes}" if previous else "first adapt"))
 
-    gen = generate(tools, out, n, generator, generator=llm, say=say)
+    gen = generate(tools, out, n, generator, generator=llm, shard_prompts=shard_prompts, say=say)
     synthetic, split_info = split_queries(tools, gen.per_tool, seed=seed)
     if not synthetic.split("train") or not synthetic.split("dev"):
         raise AdaptInputError(f"{tools.name}: too few requests to train and select on ({split_info})")
