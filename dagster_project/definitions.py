@@ -7,6 +7,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from dagster_project.adapt_assets import GROUP as ADAPT_GROUP
+from dagster_project.adapt_assets import build_adapt_definitions
 from dagster_project.checks import build_checks
 from dagster_project.dvc_assets import DvcTranslator, build_dvc_assets, default_project_dir, load_stage_items
 from dagster_project.reports import REPORT_GROUP, all_report_keys, build_report_assets
@@ -77,8 +79,12 @@ def build_definitions(project_dir: str | Path | None = None, translator: DvcTran
     assets = [*build_dvc_assets(items, translator), *reports]
     stages = {i.stage for i in items} | ({REPORT_GROUP} if reports else set())
     deferred = deferred_items(items, root)
-    # `.downstream()`: the report assets of deferred evaluations are deferred too
-    run_selection = dg.AssetSelection.all() - dg.AssetSelection.assets(*[i.asset_key for i in deferred]).downstream()
+    adapt = build_adapt_definitions(root)
+    assets += adapt["assets"]
+    # `.downstream()`: the report assets of deferred evaluations are deferred too; `toolret adapt` of a user
+    # catalogue (hours of generation and training) is the adapt job's, its sensor's and its schedule's
+    run_selection = (dg.AssetSelection.all() - dg.AssetSelection.assets(*[i.asset_key for i in deferred]).downstream()
+                     - dg.AssetSelection.groups(ADAPT_GROUP))
     return dg.Definitions(
         assets=assets,
         asset_checks=build_checks(items, translator),
@@ -87,9 +93,9 @@ def build_definitions(project_dir: str | Path | None = None, translator: DvcTran
                                               "paper protocol: LLM generation where absent, and every model "
                                               "retrained, committed ones included: `dvc repro --force`)."),
               dg.define_asset_job(RUN_JOB, selection=run_selection,
-                                  description=run_job_description(items, deferred))],
-        schedules=build_schedules(stages, translator),
-        sensors=build_sensors(items, root),
+                                  description=run_job_description(items, deferred)), *adapt["jobs"]],
+        schedules=[*build_schedules(stages, translator), *adapt["schedules"]],
+        sensors=[*build_sensors(items, root), *adapt["sensors"]],
         resources={
             "dvc": DvcResource(project_dir=str(root), allow_costly=os.environ.get("TOOLRET_ALLOW_COSTLY") == "1"),
             "mlflow": MlflowResource(project_dir=str(root),
