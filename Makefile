@@ -20,6 +20,10 @@ export PYTHONUNBUFFERED := 1
 # checkout on the same machine reuses them (override with TOOLRET_CACHE_HOME=/path)
 CACHE_HOME ?= $(or $(TOOLRET_CACHE_HOME),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/toolret)
 export TOOLRET_CACHE_HOME := $(CACHE_HOME)
+# a stale costly stage (LLM generation, training) with committed outputs stops `make run` naming what changed,
+# unless `make run ALLOW_COSTLY=1`; `make paper` runs them (dagster_project.resources.DvcResource.allow_costly)
+export TOOLRET_ALLOW_COSTLY := $(if $(ALLOW_COSTLY),1,0)
+paper: export TOOLRET_ALLOW_COSTLY := 1
 
 
 .PHONY: setup run paper test test-fast ui bench stages clean-runs generate generate-large
@@ -50,17 +54,15 @@ $(DAGSTER_HOME)/dagster.yaml: dagster_home/dagster.yaml
 # evaluations), costly stages (fine-tuning, LLM generation) only where their outputs are already there.
 # dagster_project.launch runs the job in this process (no daemon; fails if the run fails) as a run of the
 # code location `make ui` serves, so the UI lists it under the job (`dagster job execute` would not)
-# A stale costly stage whose outputs are committed stops the run (naming what changed and the command that
-# rebuilds it) unless `make run ALLOW_COSTLY=1`.
 run: setup
 	$(BIN)/dvc pull -q --allow-missing || true
-	TOOLRET_ALLOW_COSTLY=$(if $(ALLOW_COSTLY),1,0) $(BIN)/python -m dagster_project.launch -m dagster_project -j toolret_run
+	$(BIN)/python -m dagster_project.launch -m dagster_project -j toolret_run
 	$(BIN)/dvc push -q || true
 
 # the full paper protocol: every stage, fine-tuning and LLM generation included (hours on 2 CPU cores)
 paper: setup
 	$(BIN)/dvc pull -q --allow-missing || true
-	TOOLRET_ALLOW_COSTLY=1 $(BIN)/python -m dagster_project.launch -m dagster_project -j toolret_all
+	$(BIN)/python -m dagster_project.launch -m dagster_project -j toolret_all
 	$(BIN)/dvc push -q || true
 
 # the long LLM jobs (hours on 2 cores), advanced in shards committed to git as they finish

@@ -24,7 +24,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-RUN_TAGS = {"toolret/trigger": "launch"}
+# a launched run writes dvc.lock once, at its end (dagster_project.dvc_assets.BATCH_TAG)
+RUN_TAGS = {"toolret/trigger": "launch", "toolret/dvc-lock": "batch"}
 DEFAULT_UI_URL = "http://127.0.0.1:3000"
 
 
@@ -102,7 +103,19 @@ def launch(job_name: str, module: str = "dagster_project", *, instance: Any = No
         )
         recon_job = location.get_reconstructable_job(repo.name, job_name)
     execute_run(recon_job, run, instance, raise_on_error=False)
+    _commit_batch(run.run_id)
     return instance.get_run_by_id(run.run_id)
+
+
+def _commit_batch(run_id: str) -> None:
+    """Record the stages the run ran (its successful steps, even in a failed run) in dvc.lock, in one call."""
+    from dagster_project.dvc_assets import commit_run, default_project_dir
+    from dagster_project.resources import DvcResource
+
+    root = os.environ.get("TOOLRET_PROJECT_DIR") or str(default_project_dir())
+    stages = commit_run(DvcResource(project_dir=root), run_id)
+    if stages:
+        print(f"dvc.lock: {len(stages)} stage(s) recorded (one dvc commit)", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -45,8 +45,8 @@ class RunState:
     (a multiprocess executor) share it.
     """
 
-    def __init__(self, path: Path, stale: dict[str, Any], ran: list[str]) -> None:
-        self.path, self.stale, self.ran = path, stale, ran
+    def __init__(self, path: Path, stale: dict[str, Any], ran: list[str], uncommitted: Sequence[str] = ()) -> None:
+        self.path, self.stale, self.ran, self.uncommitted = path, stale, ran, list(uncommitted)
 
     @classmethod
     def open(cls, project: Path, run_id: str, dvc: "DvcResource", log: Any = None) -> "RunState":
@@ -65,7 +65,7 @@ class RunState:
                              f"({time.perf_counter() - start:.1f} s, once for this run)")
                 _write_json(path, {"stale": stale, "ran": []})
             data = json.loads(path.read_text(encoding="utf-8"))
-        return cls(path, data["stale"], data["ran"])
+        return cls(path, data["stale"], data["ran"], data.get("uncommitted", []))
 
     def reason(self, stage: str, upstream: Sequence[str]) -> str | None:
         """Why ``stage`` may need to run (``None``: current)."""
@@ -74,7 +74,15 @@ class RunState:
         ran = [u for u in upstream if u in self.ran]
         return f"upstream stage(s) re-ran in this run: {', '.join(ran)}" if ran else None
 
-    def mark_ran(self, stage: str) -> None:
+    @classmethod
+    def read(cls, project: Path, run_id: str) -> "RunState | None":
+        path = project / "data" / ".orchestration" / f"{run_id}.json"
+        if not path.is_file():
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return cls(path, data["stale"], data["ran"], data.get("uncommitted", []))
+
+    def mark_ran(self, stage: str, committed: bool = True) -> None:
         import fcntl
 
         with open(self.path.parent / ".lock", "w") as lock:
@@ -82,8 +90,17 @@ class RunState:
             data = json.loads(self.path.read_text(encoding="utf-8"))
             if stage not in data["ran"]:
                 data["ran"].append(stage)
+            if not committed and stage not in data.setdefault("uncommitted", []):
+                data["uncommitted"].append(stage)
             _write_json(self.path, data)
-        self.ran = data["ran"]
+        self.ran, self.uncommitted = data["ran"], data.get("uncommitted", [])
+
+    def committed(self) -> None:
+        """The run's stages are in ``dvc.lock`` now."""
+        data = json.loads(self.path.read_text(encoding="utf-8"))
+        data["uncommitted"] = []
+        _write_json(self.path, data)
+        self.uncommitted = []
 
 
 def _write_json(path: Path, obj: Any) -> None:
@@ -183,6 +200,45 @@ class DvcResource(dg.ConfigurableResource):
         """The run's view of the graph: one ``dvc status`` for the whole graph at the run's first step (kept
         in a file beside the Dagster home so every step of the run reads it), and the stages the run re-ran."""
         return RunState.open(Path(self.project_dir), run_id, self, log)
+
+    def run_command(self, stage: str, cmd: str, outs: Sequence[str], log: Any = None) -> None:
+        """Run a stage's command as ``dvc repro`` would (its non-persistent outputs removed first), without
+        DVC's per-stage bookkeeping: the run records it in ``dvc.lock`` afterwards, all stages in one
+        ``dvc commit`` (:meth:`commit`)."""
+        import shutil
+
+        root = Path(self.project_dir)
+        for out in outs:
+            path = root / out
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            elif path.exists() or path.is_symlink():
+                path.unlink()
+        if log is not None:
+            log.info(f"Running stage '{stage}' (its command; dvc.lock is written once, at the end of the run):")
+            log.info(f"> {cmd}")
+        tail: collections.deque[str] = collections.deque(maxlen=self.tail_lines)
+        env = stage_env({"TOOLRET_PROJECT_DIR": self.project_dir})
+        proc = subprocess.Popen(["bash", "-c", cmd], cwd=self.project_dir, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
+                                stdin=subprocess.DEVNULL)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.rstrip("\n")
+            tail.append(line)
+            if log is not None and line.strip():
+                log.info(line)
+        rc = proc.wait()
+        if rc != 0:
+            text = "\n".join(tail)
+            raise dg.Failure(description=f"stage `{stage}`: `{cmd}` exited with {rc}:\n{text}",
+                             metadata={"command": cmd, "returncode": rc,
+                                       "output_tail": dg.MetadataValue.md(f"```\n{text}\n```")})
+
+    def commit(self, stages: Sequence[str], log: Any = None) -> None:
+        """``dvc commit -f`` of ``stages`` in one call: one read and one write of ``dvc.lock`` for them all."""
+        if stages:
+            self.run(["commit", "-f", "-q", *stages], log=log)
 
     def repro(self, stage: str, force: bool = False, log: Any = None) -> str:
         """``dvc repro --single-item <stage>`` (``--force`` to rerun an up-to-date stage)."""

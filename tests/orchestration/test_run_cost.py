@@ -7,6 +7,8 @@ the dependency that changed and the commands that rebuild or re-record it, unles
 
 from __future__ import annotations
 
+import json
+
 import dagster as dg
 import pytest
 import yaml
@@ -42,11 +44,11 @@ def _messages(result) -> list[str]:
     return [r.user_message or "" for r in result.dagster_run_instance.all_logs(result.run_id)]
 
 
-def _run(project, allow_costly: bool = False, job: str = RUN_JOB):
+def _run(project, allow_costly: bool = False, job: str = RUN_JOB, tags=None):
     defs = build_definitions(project)
     instance = dg.DagsterInstance.ephemeral()
     result = defs.resolve_job_def(job).execute_in_process(
-        instance=instance, raise_on_error=False,
+        instance=instance, raise_on_error=False, tags=tags,
         resources={"dvc": DvcResource(project_dir=str(project), allow_costly=allow_costly)})
     result.dagster_run_instance = instance
     return result
@@ -96,3 +98,26 @@ def test_an_upstream_rerun_that_leaves_the_costly_stage_current_does_not_stop(tm
     logs = "\n".join(_messages(result))
     assert "repro --single-item prepare" in logs
     assert "repro --single-item generate" not in logs
+
+
+def test_a_batch_run_writes_dvc_lock_once_at_its_end(tmp_path) -> None:
+    """`make run` (launch.py tags its run): stale stages run their commands without `dvc repro`; one
+    `dvc commit` at the end records them all, after which DVC finds the whole graph current."""
+    from orch_helpers import BIN, sh
+
+    from dagster_project.dvc_assets import BATCH_TAG, commit_run
+
+    project = _project(tmp_path)
+    assert _run(project, job=ALL_JOB).success
+    lock_before = (project / "dvc.lock").read_text()
+    (project / "src" / "a.txt").write_text("two\n")  # prepare (cheap) and report are stale; generate is costly
+    (project / "prompt.txt").write_text("v1\n")
+    result = _run(project, allow_costly=True, tags={BATCH_TAG: "batch"})
+    assert result.success
+    logs = "\n".join(_messages(result))
+    assert "repro --single-item" not in logs and logs.count("Running stage '") == 3
+    assert (project / "dvc.lock").read_text() == lock_before  # nothing recorded yet
+    assert (project / "out" / "report.txt").read_text().split()[0] == "2"
+    assert commit_run(DvcResource(project_dir=str(project)), result.run_id) == ["prepare", "generate", "report"]
+    status = sh([str(BIN / "dvc"), "status", "--json"], project).stdout
+    assert json.loads(status[status.index("{"):]) == {}

@@ -214,7 +214,7 @@ def _score_labelled(final: dict[str, Any], labelled) -> dict[str, Any]:
     for name, pipe in final.items():
         results[name], pq[name] = _evaluate(pipe, labelled, "test", name)
     for name in results:
-        results[name]["vs"] = {b: {m: _paired(pq[name][m], pq[b][m]) for m in ("ndcg@5", "recall@5")}
+        results[name]["vs"] = {b: {m: _paired(pq[name][m], pq[b][m]) for m in pq[name]}
                                for b in BASELINES if b in pq and b != name}
     return results
 
