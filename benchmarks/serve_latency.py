@@ -77,14 +77,10 @@ METHODS = {
 
 def _catalogs(args):
     """``[(name, loader)]``: each catalogue is loaded when its turn comes (the 46k one takes ~0.6 GB)."""
-    from toolret.catalog.io import load_catalog
+    from toolret import load_catalog  # a folder or a dataset name (the public API)
 
-    if args.catalog:
-        return [(Path(c).name, lambda c=c: load_catalog(c)) for c in args.catalog]
-    from toolret.cli import _load_named
-    from toolret.config import load_params
-
-    return [(d, lambda d=d: _load_named(d, load_params())) for d in args.datasets.split(",")]
+    names = args.catalog or args.datasets.split(",")
+    return [(Path(c).name if args.catalog else c, lambda c=c: load_catalog(c)) for c in names]
 
 
 def _params(method: str, overrides: list[str]):

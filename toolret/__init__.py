@@ -1,5 +1,30 @@
-"""toolret: tool retrieval methods on one platform (catalogs, retrievers, metrics, reports)."""
+"""toolret: tool retrieval methods on one platform (catalogs, retrievers, metrics, reports).
+
+The public API (:mod:`toolret.api`): ``load_catalog``, ``Tool``, ``Catalog``, ``build``, ``evaluate``,
+``compare``, ``EvalResult``, ``ToolSearcher`` / ``ToolHit`` and ``adapt``; loaded on first use, so that
+``import toolret`` stays light.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 __version__ = "0.1.0"
+
+_API = ("Catalog", "EvalResult", "Tool", "ToolHit", "ToolSearcher", "adapt", "build", "compare", "evaluate",
+        "load_catalog")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        from toolret import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'toolret' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API])
+
+
+__all__ = ["__version__", *_API]

@@ -56,7 +56,7 @@ def row(dataset: str, report: dict) -> dict:
 
 
 def render() -> str:
-    rows = [json.loads(p.read_text())["row"] for p in sorted(RESULTS.glob("*.json"))]
+    rows = [json.loads(p.read_text())["row"] for p in sorted(RESULTS.glob("*.json")) if not p.name.startswith("incremental-")]
     cols = ["bm25", "dense", "hybrid", "bm25-stem", "dense-ft", "hybrid-ft", "bm25-exp", "dense-exp"]
     out = ["# `toolret adapt` on the benchmarks, as catalogues without queries", "",
            "adapt reads each dataset's tool documents only (requests written by the default 0.5B generator, "
@@ -79,12 +79,21 @@ def render() -> str:
         p = champ["p_vs_best_untrained"]
         out.append(f"| {r['dataset']} ({r['n_tools']} tools, {r['n_test']} test) | {r['metric']} | " + " | ".join(cells)
                    + f" | **{r['champion']}** {champ['value']:.3f}" + ("" if p is None else f" (p={p:.3g})") + " |")
-    out += ["", "## Cost (2 CPU cores)", "", "| dataset | tools | adapt, all in | generated samples | samples/s |",
-            "|---|---|---|---|---|"]
+    out += ["", "## Cost (2 CPU cores)", "",
+            "| dataset | tools | adapt, all in | per 1,000 tools | generated samples (this run) | generation | "
+            "samples/s |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         g = r["generation"]
-        out.append(f"| {r['dataset']} | {r['n_tools']} | {r['seconds'] / 60:.1f} min | {g['generated_this_run']} | "
-                   f"{g['samples_per_s'] or '-'} |")
+        out.append(f"| {r['dataset']} | {r['n_tools']} | {r['seconds'] / 60:.1f} min | "
+                   f"{r['seconds'] / 60 / r['n_tools'] * 1000:.0f} min | {g['generated_this_run']} | "
+                   f"{g['seconds'] / 60:.1f} min | {g['samples_per_s'] or '- (from committed shards)'} |")
+    for path in sorted(RESULTS.glob("incremental-*.json")):
+        inc = json.loads(path.read_text())
+        out += ["", f"**Incremental**: {inc['added']} tools of {inc['from']} added to the adapted {inc['base']}: the "
+                f"re-adapt generated {inc['generated_this_run']} requests for {inc['tools_generated_this_run']} tools "
+                f"(changes {inc['changes']}), {'kept' if inc['adapter_reused'] else 'retrained'} the adapter, and took "
+                f"{inc['seconds'] / 60:.1f} min = {inc['ratio']:.0%} of the first adapt's "
+                f"{inc['first_adapt_seconds'] / 60:.1f} min (`{inc['command']}`)."]
     out += ["", "Why each champion: " + "; ".join(f"{r['dataset']}: {r['why']}" for r in rows), ""]
     return "\n".join(out)
 
