@@ -17,9 +17,11 @@ _API = ("Catalog", "EvalResult", "Tool", "ToolHit", "ToolSearcher", "adapt", "bu
 
 def __getattr__(name: str) -> Any:
     if name in _API:
-        from toolret import api
+        # imported by name, not by an import statement: every DVC stage imports this package, and its code deps
+        # (toolret.stages, from import statements) must not grow by the facade no stage runs
+        import importlib
 
-        return getattr(api, name)
+        return getattr(importlib.import_module("toolret.api"), name)
     raise AttributeError(f"module 'toolret' has no attribute {name!r}")
 
 
