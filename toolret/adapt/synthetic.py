@@ -106,6 +106,7 @@ def generate(catalog: Catalog, out: Path, n: int, spec: GeneratorSpec, *, genera
     from toolret.llm.lazy import LazyCachedLLM
     from toolret.llm.parsing import parse_single
     from toolret.llm.prompts import QUERY_GEN_PARAMS, query_generation_prompt
+    from toolret.llm.openai_backend import LLMServerError
     from toolret.llm.shards import StoreFirstGenerator, prompt_key, run_durable
 
     prompts = [query_generation_prompt(d) for d in catalog.docs("original")]
@@ -136,7 +137,7 @@ def generate(catalog: Catalog, out: Path, n: int, spec: GeneratorSpec, *, genera
             summary = run_durable(store, JOB, prompts, sampling, gen, {"method": "adapt", "catalog": catalog.name,
                                                                         "tools": len(prompts)},
                                   shard_prompts=shard_prompts)
-        except (ConnectionError, OSError, TimeoutError) as e:
+        except (ConnectionError, OSError, TimeoutError, LLMServerError) as e:
             raise AdaptInputError(f"the generator {spec.model!r} on {spec.engine!r}"
                                   + (f" at {spec.base_url}" if spec.base_url else "")
                                   + f" failed: {e}; nothing was registered (rerun to resume)") from None
