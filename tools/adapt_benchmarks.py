@@ -80,6 +80,10 @@ def render() -> str:
         out.append(f"| {r['dataset']} ({r['n_tools']} tools, {r['n_test']} test) | {r['metric']} | " + " | ".join(cells)
                    + f" | **{r['champion']}** {champ['value']:.3f}" + ("" if p is None else f" (p={p:.3g})") + " |")
     out += ["", "## Cost (2 CPU cores)", "",
+            "Measured on a shared box (the session's other jobs ran beside each adapt: a 10-minute `dvc commit` beside "
+            "MetaTool, `make test` beside RestBench and the incremental re-adapt); the 0.5B generator alone writes "
+            "~1.7 samples/s, so the generation share of these times is ~1.7x what an idle box needs. Per 1,000 tools "
+            "is the time per tool scaled, fixed costs (loading the generator, encoding) included.", "",
             "| dataset | tools | adapt, all in | per 1,000 tools | generated samples (this run) | generation | "
             "samples/s |", "|---|---|---|---|---|---|---|"]
     for r in rows:
