@@ -155,6 +155,20 @@ class DvcResource(dg.ConfigurableResource):
         exe = Path(sys.executable).parent / "dvc"
         return [str(exe)] if exe.exists() else [sys.executable, "-m", "dvc"]
 
+    def _stream(self, argv: list[str], log: Any, maxlen: int | None) -> tuple[int, str]:
+        """Run ``argv`` in the project (stdout and stderr merged, line by line to ``log``): ``(rc, last lines)``."""
+        tail: collections.deque[str] = collections.deque(maxlen=maxlen)
+        env = stage_env({"TOOLRET_PROJECT_DIR": self.project_dir})  # the CLI targets this project
+        proc = subprocess.Popen(argv, cwd=self.project_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, errors="replace", bufsize=1, stdin=subprocess.DEVNULL)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.rstrip("\n")
+            tail.append(line)
+            if log is not None and line.strip():
+                log.info(line)
+        return proc.wait(), "\n".join(tail)
+
     def run(self, args: list[str], log: Any = None, check: bool = True, keep: str = "tail") -> tuple[int, str]:
         """Run ``dvc <args>`` streaming its output (stdout and stderr merged) line by line to ``log``.
 
@@ -165,20 +179,9 @@ class DvcResource(dg.ConfigurableResource):
             dagster.Failure: on a non-zero exit when ``check``, with the output tail in its metadata.
         """
         cmd = [*self._dvc(), *args]
-        tail: collections.deque[str] = collections.deque(maxlen=self.tail_lines if keep == "tail" else None)
         if log is not None:
             log.info(f"$ {' '.join(cmd)}  (cwd={self.project_dir})")
-        env = stage_env({"TOOLRET_PROJECT_DIR": self.project_dir})  # the CLI targets this project
-        proc = subprocess.Popen(cmd, cwd=self.project_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, errors="replace", bufsize=1, stdin=subprocess.DEVNULL)
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            line = line.rstrip("\n")
-            tail.append(line)
-            if log is not None and line.strip():
-                log.info(line)
-        rc = proc.wait()
-        text = "\n".join(tail)
+        rc, text = self._stream(cmd, log, self.tail_lines if keep == "tail" else None)
         if rc != 0 and check:
             raise dg.Failure(
                 description=f"`{' '.join(cmd)}` exited with {rc}:\n{text}",
@@ -217,20 +220,8 @@ class DvcResource(dg.ConfigurableResource):
         if log is not None:
             log.info(f"Running stage '{stage}' (its command; dvc.lock is written once, at the end of the run):")
             log.info(f"> {cmd}")
-        tail: collections.deque[str] = collections.deque(maxlen=self.tail_lines)
-        env = stage_env({"TOOLRET_PROJECT_DIR": self.project_dir})
-        proc = subprocess.Popen(["bash", "-c", cmd], cwd=self.project_dir, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
-                                stdin=subprocess.DEVNULL)
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            line = line.rstrip("\n")
-            tail.append(line)
-            if log is not None and line.strip():
-                log.info(line)
-        rc = proc.wait()
+        rc, text = self._stream(["bash", "-c", cmd], log, self.tail_lines)
         if rc != 0:
-            text = "\n".join(tail)
             raise dg.Failure(description=f"stage `{stage}`: `{cmd}` exited with {rc}:\n{text}",
                              metadata={"command": cmd, "returncode": rc,
                                        "output_tail": dg.MetadataValue.md(f"```\n{text}\n```")})
