@@ -88,7 +88,8 @@ def build_definitions(project_dir: str | Path | None = None, translator: DvcTran
     return dg.Definitions(
         assets=assets,
         asset_checks=build_checks(items, translator),
-        jobs=[dg.define_asset_job(ALL_JOB, selection=dg.AssetSelection.all(), config=retrain_config(items),
+        jobs=[dg.define_asset_job(ALL_JOB, selection=dg.AssetSelection.all() - dg.AssetSelection.groups(ADAPT_GROUP),
+                                  config=retrain_config(items),
                                   description="Every DVC stage, check and report of the project (the full "
                                               "paper protocol: LLM generation where absent, and every model "
                                               "retrained, committed ones included: `dvc repro --force`)."),

@@ -44,7 +44,8 @@ def test_adapt_asset_sensor_and_schedule(tmp_path: Path) -> None:
     graph = defs.resolve_asset_graph()
     assert adapt_key("shop") in graph.get_all_asset_keys()
     assert adapt_key("shop") not in defs.resolve_job_def(RUN_JOB).asset_layer.executable_asset_keys  # not make run's
-    assert adapt_key("shop") in defs.resolve_job_def(ALL_JOB).asset_layer.executable_asset_keys
+    assert adapt_key("shop") not in defs.resolve_job_def(ALL_JOB).asset_layer.executable_asset_keys  # nor paper's
+    assert adapt_key("shop") in defs.resolve_job_def("adapt_job").asset_layer.executable_asset_keys
     sensor = defs.get_sensor_def("adapt_catalogue_changed")
     schedule = defs.get_schedule_def("weekly_adapt")
     fp = catalogue_fingerprint(load_tools(catalog))

@@ -26,6 +26,12 @@ class BM25Config(StrictModel):
     # split identifiers before tokenizing: "searchBooks" / "search_books" -> "search Books" / "search books"
     split_identifiers: bool = False
 
+    def to_dict(self) -> dict:
+        """The settings; the tokenization options only where set, so that what was saved or keyed before they
+        existed (indexes, the committed rerankers' first-stage keys) reads the same."""
+        return {k: v for k, v in super().to_dict().items()
+                if not (k == "stemmer" and v is None or k == "split_identifiers" and v is False)}
+
 
 _CAMEL = None
 

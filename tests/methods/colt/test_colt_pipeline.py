@@ -101,7 +101,7 @@ def test_ablation_grid_trains_each_row_and_pairs_it(colt_project, cli):
 def test_evaluate_trains_what_is_absent_including_dense_ft(colt_project, cli, tmp_path):
     """`toolret evaluate --method colt` on a fresh project: dense-ft (tiny) is fine-tuned, then COLT over it."""
     proj, catalog, _, _ = colt_project
-    source = catalog.provenance["source"]
+    source = str(tmp_path / "fixture")  # the BEIR folder the fixture was written to (colt_project)
     out = tmp_path / "r.json"
     assert cli(proj, "evaluate", "--dataset", source, "--method", "colt", "--output", str(out),
                "--set", "colt.encoder=dense-ft", "--set", "finetune.epochs=1", "--set", "finetune.batch_size=16",
