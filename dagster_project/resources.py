@@ -190,9 +190,9 @@ class DvcResource(dg.ConfigurableResource):
             )
         return rc, text
 
-    def status(self, stages: Sequence[str] = (), log: Any = None) -> dict[str, Any]:
+    def status(self, stages: Sequence[str] = ()) -> dict[str, Any]:
         """``dvc status --json [stages]``: ``{stage: [changes]}`` of every stale stage (current ones absent)."""
-        rc, text = self.run(["status", "--json", *stages], log=None, check=True, keep="all")
+        _, text = self.run(["status", "--json", *stages], check=True, keep="all")
         start = text.find("{")
         try:
             return json.loads(text[start:]) if start >= 0 else {}
