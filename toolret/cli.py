@@ -405,6 +405,21 @@ def cmd_report(args: argparse.Namespace) -> None:
     print(text)
 
 
+def cmd_reproduce(args: argparse.Namespace) -> None:
+    """Check the reproduction matrix against the records (after rerunning its commands unless
+    ``--from-records``) and / or render the README's headline table; exit 1 when a cell fails."""
+    from toolret.paths import project_dir
+    from toolret.reproduce import MatrixError, run
+
+    try:
+        status = run(args, project_dir())
+    except MatrixError as err:
+        print(f"toolret: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from err
+    if status:
+        raise SystemExit(status)
+
+
 def cmd_report_ablations(args: argparse.Namespace) -> None:
     """The ablation report of a grid (``docs/<method>_ablations.md``), written by the method's report hook."""
     from toolret.registry import report_hook
@@ -786,6 +801,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--k", type=int, default=5)
     r.add_argument("--out")
     r.set_defaults(func=cmd_report)
+
+    rp = sub.add_parser("reproduce", help="the reproduction matrix (results/matrix): OK / FAIL per cell against the "
+                        "committed records (--check [--from-records]); the README headline table (--render-readme)")
+    from toolret.reproduce import add_arguments as reproduce_arguments
+
+    reproduce_arguments(rp)
+    rp.set_defaults(func=cmd_reproduce)
 
     d = sub.add_parser("datasets", help="list dataset and method names")
     d.set_defaults(func=cmd_datasets)

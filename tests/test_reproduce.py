@@ -1,0 +1,95 @@
+"""The reproduction matrix (``results/matrix``): every committed cell reads back OK from its record, the
+README's headline table is the one the records render, and a drifted or malformed cell is reported."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from toolret.reproduce import (MatrixError, check, check_lines, headline_table, load_matrix, read_cell,
+                               render_readme, run)
+from toolret.stages import ROOT
+
+
+def test_every_committed_cell_reads_back_ok_from_its_record() -> None:
+    cells = load_matrix(ROOT / "results" / "matrix")
+    assert {c.method for c in cells} >= {"Re-Invoke", "QTA", "ToolRerank", "toolret adapt"}
+    bad = [line for line in check_lines(check(cells, ROOT)) if not line.startswith("OK")]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_readme_headline_table_is_current_and_carries_the_records_numbers() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    cells = load_matrix(ROOT / "results" / "matrix")
+    assert render_readme(readme, headline_table(check(cells, ROOT))) == readme, (
+        "README headline table is stale: run `toolret reproduce --render-readme`")
+    # the numbers, read from the records independently of the renderer
+    rows = [line for line in readme.splitlines() if line.startswith("| [ToolRerank]")]
+    g1 = next(r for r in rows if "| toolbench-g1-instruction | ToolRerank |" in r)
+    record = json.loads((ROOT / "results/reports/toolrerank_results.json").read_text(encoding="utf-8"))
+    node = record["toolbench-g1-instruction"]["rows"]["toolrerank"]
+    lo, hi = node["ci95"]["recall@5"]
+    assert f"{node['metrics']['recall@5']:.3f} [{lo:.3f}, {hi:.3f}]" in g1
+
+
+def _matrix(tmp_path: Path, expected: float, record: dict, extra: str = "") -> Path:
+    (tmp_path / "rec.json").write_text(json.dumps(record))
+    folder = tmp_path / "matrix"
+    folder.mkdir()
+    (folder / "m.yaml").write_text(
+        "method: M\nrecord: rec.json\ncommand: 'true'\ncells:\n"
+        f"  - {{dataset: d, condition: c, metric: recall@5, at: d/rows/c, expected: {expected}{extra}}}\n")
+    return folder
+
+
+def test_a_drifted_cell_fails_and_the_check_exits_1(tmp_path, capsys) -> None:
+    record = {"d": {"rows": {"c": {"metrics": {"recall@5": 0.70}, "ci95": {"recall@5": [0.6, 0.8]}}}}}
+    _matrix(tmp_path, 0.72, record)
+    args = type("A", (), {"matrix": "matrix", "method": None, "check": True, "from_records": True,
+                          "render_readme": False})()
+    assert run(args, tmp_path) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"^FAIL M \| d \| c \| recall@5: 0\.7000 \(expected 0\.7200", out, re.M)
+    assert "0/1 cells OK" in out
+
+
+def test_the_check_without_from_records_reruns_the_command_first(tmp_path, capsys) -> None:
+    record = {"d": {"rows": {"c": {"metrics": {"recall@5": 0.70}}}}}
+    folder = _matrix(tmp_path, 0.5, record)
+    # the cell's command rewrites the record: a rerun that reproduces 0.5 makes the cell OK
+    new = json.dumps({"d": {"rows": {"c": {"metrics": {"recall@5": 0.5}}}}})
+    (tmp_path / "new.json").write_text(new)
+    text = (folder / "m.yaml").read_text().replace("command: 'true'", "command: 'cp new.json rec.json'")
+    (folder / "m.yaml").write_text(text)
+    args = type("A", (), {"matrix": "matrix", "method": None, "check": True, "from_records": False,
+                          "render_readme": False})()
+    assert run(args, tmp_path) == 0
+    assert "1/1 cells OK" in capsys.readouterr().out
+
+
+def test_a_list_selector_and_a_missing_path_name_the_cell(tmp_path) -> None:
+    record = {"pooled": {"rows": [{"row": "a", "metric": "m", "mean": 0.25}, {"row": "b", "metric": "m", "mean": 0.5}]}}
+    (tmp_path / "r.json").write_text(json.dumps(record))
+    folder = tmp_path / "matrix"
+    folder.mkdir()
+    (folder / "q.yaml").write_text("method: Q\nrecord: r.json\ncommand: x\ncells:\n"
+                                   "  - {dataset: d, condition: b, metric: m, at: 'pooled/rows/row=b,metric=m', expected: 0.5}\n"
+                                   "  - {dataset: d, condition: z, metric: m, at: 'pooled/rows/row=z', expected: 0.5}\n")
+    ok, missing = [read_cell(c, tmp_path) for c in load_matrix(folder)]
+    assert ok.ok and ok.value == 0.5
+    assert not missing.ok and "q.yaml cell 1" in missing.error and "row=z" in missing.error
+
+
+def test_a_malformed_matrix_names_the_file_and_cell(tmp_path) -> None:
+    folder = tmp_path / "matrix"
+    folder.mkdir()
+    (folder / "bad.yaml").write_text("method: B\ncells:\n  - {dataset: d, condition: c, metric: m, at: x, expected: 1}\n")
+    with pytest.raises(MatrixError, match=r"bad\.yaml cell 0: missing record, command"):
+        load_matrix(folder)
+    (folder / "bad.yaml").write_text("method: B\nrecord: r\ncommand: c\ncells:\n"
+                                     "  - {dataset: d, condition: c, metric: m, at: x, expected: 1, expectd: 2}\n")
+    with pytest.raises(MatrixError, match=r"bad\.yaml cell 0: unknown keys \['expectd'\]"):
+        load_matrix(folder)
