@@ -244,15 +244,16 @@ def _provenance(catalog, params, spec, artifacts: dict[str, str] | None = None) 
 
 
 def _evaluate(pipeline, catalog, params, *, method: str, docs: str, split: str = "test",
-              ks: list[int] | None = None, artifacts: dict[str, str] | None = None, spec=None):
+              ks: list[int] | None = None, artifacts: dict[str, str] | None = None, spec=None, output=None):
     """Evaluate a built pipeline; ``spec`` (its PipelineSpec; default: ``method`` parsed) names its components
-    for provenance."""
-    from toolret.evaluation import evaluate_retriever
+    for provenance; with ``output`` (the result JSON's path) its TREC run file is written beside it."""
+    from toolret.evaluation import evaluate_retriever, run_path_for
 
     ev = params.evaluation
     result, rows = evaluate_retriever(pipeline, catalog, method=method, docs=docs, ks=ks or ev.ks, k_max=ev.k_max,
                                       split=split, bootstrap_samples=ev.bootstrap_samples, seed=ev.seed,
-                                      provenance=_provenance(catalog, params, spec or method, artifacts))
+                                      provenance=_provenance(catalog, params, spec or method, artifacts),
+                                      run_path=None if output is None else run_path_for(output))
     stats = {c.name: c.stats for c in pipeline.components if getattr(c, "stats", None)}
     if stats:
         result["components"] = stats
@@ -273,9 +274,10 @@ def cmd_evaluate_index(args: argparse.Namespace) -> None:
         for variant_dir in sorted(p for p in Path(args.index).iterdir() if p.is_dir()):
             pipeline = Pipeline.load(variant_dir)
             catalog = _folded(base, params, [c.name for c in pipeline.components])
-            result, rows = _evaluate(pipeline, catalog, params, method=pipeline.name, docs=variant_dir.name,
-                                     artifacts={"catalog": sha256_tree(args.catalog), "index": sha256_tree(variant_dir)})
             name = f"{variant_dir.name}.json"
+            result, rows = _evaluate(pipeline, catalog, params, method=pipeline.name, docs=variant_dir.name,
+                                     artifacts={"catalog": sha256_tree(args.catalog), "index": sha256_tree(variant_dir)},
+                                     output=tmp / name)
             write_result(result, rows, tmp / name, run_info_to=out / name)
             print(json.dumps({"dataset": catalog.name, "method": pipeline.name, "docs": variant_dir.name,
                               **{m: round(v, 4) for m, v in result["metrics"].items() if m.endswith("@5")}}))
@@ -303,7 +305,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     pipeline.index(Corpus.from_catalog(catalog, args.docs))
     index_s = time.perf_counter() - t0
     result, rows = _evaluate(pipeline, catalog, params, method=args.method, docs=args.docs, split=args.split, ks=ks,
-                             spec=spec)
+                             spec=spec, output=args.output)
     result["index_build_s"] = index_s
     out, _ = write_result(result, rows, args.output)
     print(json.dumps({"dataset": result["dataset"], "method": args.method, "docs": args.docs,
@@ -373,7 +375,7 @@ def cmd_evaluate_grid(args: argparse.Namespace) -> None:
             pipeline.fit(catalog)  # learns what is absent (as `index` and `evaluate` do); no-op where stored
             pipeline.index(Corpus.from_catalog(catalog, args.docs))
             result, rows = _evaluate(pipeline, catalog, p, method=f"{variant.method}[{name}]", docs=args.docs,
-                                     spec=specs[name])
+                                     spec=specs[name], output=tmp / f"{name}.json")
             result["grid"] = {"name": name, **variant.model_dump()}
             write_result(result, rows, tmp / f"{name}.json", run_info_to=out / f"{name}.json")
             results[name] = (result, rows)

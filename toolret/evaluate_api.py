@@ -74,6 +74,38 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
+_TREC_UNSAFE = re.compile(r"[\s%]")
+
+
+def _trec_id(value: str) -> str:
+    """A TREC id token: whitespace and ``%`` percent-encoded (``%20``, ``%25``), other ids as they are."""
+    return _TREC_UNSAFE.sub(lambda m: "".join(f"%{b:02X}" for b in m.group(0).encode("utf-8")), value)
+
+
+def _from_trec_id(token: str) -> str:
+    from urllib.parse import unquote
+
+    return unquote(token) if "%" in token else token
+
+
+def _trec_fields(path: Path, n: int, kind: str) -> Iterator[tuple[str, list[str]]]:
+    for lineno, line in enumerate(_read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != n:
+            raise EvaluationError(f"{path}:{lineno}: a TREC {kind} line has {n} fields, found {len(parts)}: {line!r}")
+        yield f"{path}:{lineno}", parts
+
+
+def _write_lines(path: Path, lines: list[str]) -> Path:
+    from toolret.atomic import atomic_path
+
+    with atomic_path(path) as tmp:
+        tmp.write_text("".join(lines), encoding="utf-8")
+    return path
+
+
 def _read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8-sig")  # a leading byte order mark is tolerated
@@ -198,6 +230,22 @@ class Qrels(Mapping[str, Mapping[str, int]]):
         lines += [f"{q}\t{t}\t{r}\n" for q, rels in self._judgements.items() for t, r in rels.items()]
         path.write_text("".join(lines), encoding="utf-8")
         return path
+
+    @classmethod
+    def from_trec(cls, path: str | Path) -> Qrels:
+        """From a TREC qrels file (``query_id 0 tool_id relevance`` lines; ids as :meth:`to_trec` writes them)."""
+        out: dict[str, dict[str, int]] = {}
+        for where, (qid, _, tid, raw) in _trec_fields(Path(path), 4, "qrels"):
+            if not re.fullmatch(r"-?\d+", raw):
+                raise EvaluationError(f"{where}: relevance {raw!r} is not an integer")
+            out.setdefault(_from_trec_id(qid), {})[_from_trec_id(tid)] = int(raw)
+        return cls(out)
+
+    def to_trec(self, path: str | Path) -> Path:
+        """Atomically write a TREC qrels file (what trec_eval, ranx and pytrec_eval read); an id holding
+        whitespace or ``%`` is written percent-encoded."""
+        return _write_lines(Path(path), [f"{_trec_id(q)} 0 {_trec_id(t)} {r}\n"
+                                         for q, rels in self._judgements.items() for t, r in rels.items()])
 
     def gold(self, query_id: str) -> frozenset[str]:
         """The relevant tools (relevance > 0) of a query; empty for an unknown query."""
@@ -328,6 +376,31 @@ class Run(Mapping[str, tuple[str, ...]]):
             rows.append(json.dumps(row, ensure_ascii=False) + "\n")
         path.write_text("".join(rows), encoding="utf-8")
         return path
+
+    @classmethod
+    def from_trec(cls, path: str | Path) -> Run:
+        """From a TREC run file (``query_id Q0 tool_id rank score tag``): each query's tools by descending
+        score, ties by rank."""
+        rows: dict[str, list[tuple[float, int, str]]] = {}
+        for where, (qid, _, tid, rank, score, _tag) in _trec_fields(Path(path), 6, "run"):
+            try:
+                rows.setdefault(_from_trec_id(qid), []).append((-float(score), int(rank), _from_trec_id(tid)))
+            except ValueError as err:
+                raise EvaluationError(f"{where}: rank {rank!r} / score {score!r}: {err}") from err
+        ordered = {q: sorted(r) for q, r in rows.items()}
+        return cls({q: [t for _, _, t in r] for q, r in ordered.items()},
+                   {q: [-s for s, _, _ in r] for q, r in ordered.items()})
+
+    def to_trec(self, path: str | Path, tag: str = "toolret") -> Path:
+        """Atomically write a TREC run file tagged ``tag``: ranks from 1 in this run's order, its scores (a run
+        without scores: ``n - rank + 1``). A query with no ranked tool has no line (trec_eval ``-c`` and
+        ranx's ``make_comparable`` score it 0)."""
+        lines = []
+        for qid, tools in self._ranked.items():
+            scores = self._scores[qid] if self._scores is not None else [float(len(tools) - i) for i in range(len(tools))]
+            lines += [f"{_trec_id(qid)} Q0 {_trec_id(t)} {rank} {s:.9g} {_trec_id(tag)}\n"
+                      for rank, (t, s) in enumerate(zip(tools, scores), start=1)]
+        return _write_lines(Path(path), lines)
 
     def scores(self, query_id: str) -> tuple[float, ...] | None:
         """The scores of a query's ranked tools (``None`` for a run without scores)."""

@@ -7,7 +7,8 @@ latency, provenance and the files.
 The JSON (written by ``toolret evaluate`` and the ``evaluate`` DVC stages) holds ``dataset``,
 ``method``, ``docs``, ``n_queries``, ``n_tools`` (the corpus size searched), ``metrics`` (fractions),
 ``ci95`` (bootstrap, same keys), ``latency_ms`` (p50/p95 of single-query searches) and ``provenance``.
-The per-query table goes to a JSONL beside it (query id, every metric, top-10 ranked ids, gold ids).
+The per-query table goes to a JSONL beside it (query id, every metric, top-10 ranked ids, gold ids), the
+whole ranking (top ``k_max`` with scores) to a TREC run file beside it (:func:`run_path_for`).
 """
 
 from __future__ import annotations
@@ -89,12 +90,17 @@ def score_ranking(ranking: Ranking, catalog: Catalog, ks: Sequence[int], bootstr
 def evaluate_retriever(retriever: Retriever, catalog: Catalog, *, method: str, docs: str, ks: Sequence[int],
                        k_max: int = 100, split: str = "test", bootstrap_samples: int = 1000, seed: int = 13,
                        provenance: dict[str, Any] | None = None, measure_latency: bool = True,
-                       ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Search the split with an already indexed retriever and score it."""
+                       run_path: str | Path | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Search the split with an already indexed retriever and score it; with ``run_path``, the ranking is
+    also written there as a TREC run file tagged ``method``."""
     k = max(k_max, max(ks))
     t0 = time.perf_counter()
     ranking = rank_split(retriever, catalog, split, k)
     search_s = time.perf_counter() - t0
+    if run_path is not None:
+        from toolret.evaluate_api import Run
+
+        Run.from_ranking(ranking).to_trec(run_path, tag=method)
     scores, rows = score_ranking(ranking, catalog, ks, bootstrap_samples, seed)
     texts = [q.text for q in catalog.split(split)]
     result = {
@@ -148,6 +154,12 @@ def load_run_info(result_json: str | Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def run_path_for(result_json: str | Path) -> Path:
+    """The TREC run file beside a result JSON: ``<stem>.run.trec``."""
+    result_json = Path(result_json)
+    return result_json.with_name(result_json.name.removesuffix(".json") + ".run.trec")
 
 
 def write_result(result: dict[str, Any], rows: list[dict[str, Any]], output: str | Path, *,
