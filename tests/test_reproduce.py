@@ -93,3 +93,27 @@ def test_a_malformed_matrix_names_the_file_and_cell(tmp_path) -> None:
                                      "  - {dataset: d, condition: c, metric: m, at: x, expected: 1, expectd: 2}\n")
     with pytest.raises(MatrixError, match=r"bad\.yaml cell 0: unknown keys \['expectd'\]"):
         load_matrix(folder)
+
+
+def test_mlflow_runs_carry_the_records_numbers_and_the_readme_the_same(tmp_path) -> None:
+    from toolret.tracking.reproduction import REPRODUCTION_EXPERIMENT, log_reproduction_matrix
+    from toolret.tracking.store import get_client
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    results = check(load_matrix(ROOT / "results" / "matrix"), ROOT)
+    logged = log_reproduction_matrix(results, tracking_uri=uri)
+    assert logged["created"] == len(results)
+    assert log_reproduction_matrix(results, tracking_uri=uri)["created"] == 0  # idempotent
+    client = get_client(uri)
+    exp = client.get_experiment_by_name(REPRODUCTION_EXPERIMENT)
+    runs = {r.data.tags["toolret.cell"]: r for r in client.search_runs([exp.experiment_id], max_results=1000)}
+    assert len(runs) == len(results)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for r in results:
+        run = runs[r.cell.name]
+        assert run.data.metrics["value"] == r.value and run.data.tags["status"] == "OK"
+        if r.cell.headline:  # the README row of the cell shows the MLflow run's number
+            row = next(line for line in readme.splitlines()
+                       if f"| {r.cell.dataset} | {r.cell.label or r.cell.condition} | {r.cell.metric} |" in line
+                       and f"[{r.cell.method}]" in line)
+            assert f"| {run.data.metrics['value']:.3f}" in row

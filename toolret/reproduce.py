@@ -237,6 +237,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--from-records", action="store_true",
                         help="with --check: read the committed records, run nothing")
     parser.add_argument("--render-readme", action="store_true", help="write the headline table into README.md")
+    parser.add_argument("--mlflow", action="store_true",
+                        help="log one MLflow run per cell (experiment toolret-reproduction; $MLFLOW_TRACKING_URI or "
+                             "the project's store)")
 
 
 def run(args, root: Path) -> int:
@@ -260,7 +263,13 @@ def run(args, root: Path) -> int:
         readme = root / "README.md"
         write_text(readme, render_readme(readme.read_text(encoding="utf-8"), headline_table(check(cells, root))))
         print(f"wrote the headline table into {readme.name}")
-    if not (args.check or args.render_readme):
+    if getattr(args, "mlflow", False):
+        from toolret.tracking.reproduction import log_reproduction_matrix
+
+        logged = log_reproduction_matrix(check(cells, root), project_dir=root)
+        print(f"MLflow: {len(logged['runs'])} cells, {logged['created']} new runs (experiment "
+              f"{logged['experiment_id']})")
+    if not (args.check or args.render_readme or getattr(args, "mlflow", False)):
         print(headline_table(check(cells, root)))
     return status
 

@@ -37,6 +37,7 @@ _EXPORTS = {
     "sha256_file": "provenance",
     "stage_versions": "provenance",
     "register_models": "registry",
+    "log_reproduction_matrix": "reproduction",
     "registered_model_name": "registry",
     "default_tracking_uri": "store",
     "get_client": "store",
