@@ -307,7 +307,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     result, rows = _evaluate(pipeline, catalog, params, method=args.method, docs=args.docs, split=args.split, ks=ks,
                              spec=spec, output=args.output)
     result["index_build_s"] = index_s
-    out, _ = write_result(result, rows, args.output)
+    out, _ = write_result(result, rows, args.output, run_info_to=args.output if args.record else None)
     print(json.dumps({"dataset": result["dataset"], "method": args.method, "docs": args.docs,
                       "n_queries": result["n_queries"],
                       "metrics": {m: round(v, 4) for m, v in result["metrics"].items()}, "output": str(out)}, indent=1))
@@ -702,6 +702,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--model", help="dense: encoder name or folder; dense-ft: fine-tune artifact directory "
                     "(default data/models/<dataset>/dense-ft, trained if absent)")
     ev.add_argument("--output", required=True)
+    ev.add_argument("--record", action="store_true",
+                    help="write a result record (results/records/...): the JSON holds only what the inputs determine; "
+                    "timings, git sha and params go to the <stem>.run_info.json sidecar")
     ev.add_argument("--fail-under", action="append", metavar="METRIC=VALUE",
                     help="regression gate, e.g. recall@5=0.8 (repeatable or comma-separated): exit 3 naming "
                     "every metric below its value (the result JSON is written either way)")

@@ -56,6 +56,7 @@ class Cell:
     tolerance: float = DEFAULT_TOLERANCE
     paper: float | None = None
     headline: bool = False
+    fast: bool = False  # reruns in minutes (``toolret reproduce --check --fast``)
     page: str | None = None
     label: str | None = None  # the condition as the headline table names it (default: ``condition``)
     order: int = 0  # the method's place in the tables (matrix key ``order``)
@@ -102,7 +103,7 @@ def load_matrix(folder: str | Path) -> list[Cell]:
             missing = [k for k in _REQUIRED if k not in entry]
             if missing:
                 raise MatrixError(f"{where}: missing {', '.join(missing)}")
-            unknown = set(entry) - set(_REQUIRED) - {"tolerance", "paper", "headline", "page", "label"}
+            unknown = set(entry) - set(_REQUIRED) - {"tolerance", "paper", "headline", "page", "label", "fast"}
             if unknown:
                 raise MatrixError(f"{where}: unknown keys {sorted(unknown)}")
             cells.append(Cell(method=str(doc["method"]), dataset=str(entry["dataset"]),
@@ -111,7 +112,8 @@ def load_matrix(folder: str | Path) -> list[Cell]:
                               expected=float(entry["expected"]), command=str(entry["command"]),
                               tolerance=float(entry.get("tolerance", DEFAULT_TOLERANCE)),
                               paper=None if entry.get("paper") is None else float(entry["paper"]),
-                              headline=bool(entry.get("headline", False)), page=entry.get("page"),
+                              headline=bool(entry.get("headline", False)), fast=bool(entry.get("fast", False)),
+                              page=entry.get("page"),
                               label=entry.get("label"), order=int(doc.get("order", 0)), source=where))
     return sorted(cells, key=lambda c: c.order)
 
@@ -130,8 +132,9 @@ def _step(node: Any, part: str, where: str) -> Any:
 
 
 def read_node(record: Any, at: str, where: str = "") -> Any:
+    """The node at the ``/``-separated path ``at`` (``""``: the record itself)."""
     node = record
-    for part in at.split("/"):
+    for part in filter(None, at.split("/")):
         node = _step(node, part, where)
     return node
 
@@ -236,6 +239,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--check", action="store_true", help="print OK / FAIL per cell; exit 1 on any FAIL")
     parser.add_argument("--from-records", action="store_true",
                         help="with --check: read the committed records, run nothing")
+    parser.add_argument("--fast", action="store_true", help="only the cells that rerun in minutes (`fast: true`)")
     parser.add_argument("--render-readme", action="store_true", help="write the headline table into README.md")
     parser.add_argument("--mlflow", action="store_true",
                         help="log one MLflow run per cell (experiment toolret-reproduction; $MLFLOW_TRACKING_URI or "
@@ -250,6 +254,8 @@ def run(args, root: Path) -> int:
         cells = [c for c in cells if c.method in set(args.method)]
         if not cells:
             raise MatrixError(f"no cells for methods {args.method}")
+    if getattr(args, "fast", False):
+        cells = [c for c in cells if c.fast]
     status = 0
     if args.check:
         if not args.from_records:

@@ -18,7 +18,6 @@ paper numbers here; :mod:`toolret.grid_report`). Writes:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -184,11 +183,20 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, note
               *markdown_table(["dataset", "accuracy", "gold multi-tool", "predicted multi-tool"],
                               ([ds, f"{100 * c['accuracy']:.1f}", f"{100 * c['multi_fraction_gold']:.1f}",
                                 f"{100 * c['multi_fraction_predicted']:.1f}"] for ds, c in classified))]
-    lines += ["", "## Dev selection (the artifact's grid; never the test split)", "",
-              "```json", json.dumps({"selected": art["selected"], "dev": art["grid"].get("dev_baselines"),
-                                     "by_truncation": art["grid"].get("by_truncation"), "classifier": art["classifier"],
-                                     "cross_encoder": art["cross_encoder"], "seen": art["seen"]}, indent=1), "```", ""]
+    lines += dev_selection_lines(art["selected"], art["grid"].get("dev_baselines") or {})
+    data = {**data, "dev_selection": {"selected": art["selected"], "dev": art["grid"].get("dev_baselines"),
+                                      "by_truncation": art["grid"].get("by_truncation"),
+                                      "classifier": art["classifier"], "cross_encoder": art["cross_encoder"],
+                                      "seen": art["seen"]}}
     return write_report_file(out, "\n".join(lines), data, notes)
 
 
-__all__ = ["dataset_data", "write_report"]
+def dev_selection_lines(selected: dict, dev: dict) -> list[str]:
+    """The dev grid's choice and the dev Recall@5 of each row as two small tables (the whole grid, the
+    classifier and the cross-encoder's settings are in the report's JSON record, ``dev_selection``)."""
+    return ["", "## Dev selection (the artifact's grid; never the test split)", "",
+            *markdown_table(list(selected), [[str(v) for v in selected.values()]]), "",
+            *markdown_table(["dev row", "Recall@5"], ([k, f"{100 * v:.1f}"] for k, v in dev.items())), ""]
+
+
+__all__ = ["dataset_data", "dev_selection_lines", "write_report"]
