@@ -110,14 +110,17 @@ test-fast: setup
 # (TOOLRET_MLFLOW_UI_URL). MLflow 3 opens an experiment on its GenAI views unless the URL says
 # `workflowType=machine_learning`: toolret.tracking.ui prints the runs table of `toolret` with the
 # headline-metric view (viewStateShareKey) and the comparisons experiment (see its docstring).
+# dagster_project/ui.py starts `mlflow ui` (the store in MLFLOW_DIR) and `dagster dev`, each in its own process
+# group, and stops both on Ctrl-C or `kill <make>` (SIGKILL after UI_GRACE seconds): nothing outlives `make ui`.
 ui: MLFLOW_PORT ?= 5000
 ui: DAGSTER_PORT ?= 3000
+ui: MLFLOW_DIR ?= $(CURDIR)/data/mlflow
+ui: UI_GRACE ?= 6
 ui: setup
-	mkdir -p data/mlflow/artifacts
+	mkdir -p $(MLFLOW_DIR)/artifacts
 	@echo "Dagster UI: http://127.0.0.1:$(DAGSTER_PORT)"
 	@$(BIN)/python -m toolret.tracking.ui --ui-url http://127.0.0.1:$(MLFLOW_PORT)
-	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/data/mlflow/mlflow.db --default-artifact-root $(CURDIR)/data/mlflow/artifacts -h 127.0.0.1 -p $(MLFLOW_PORT) & MLF=$$!; \
-	trap "kill $$MLF" EXIT INT TERM; TOOLRET_MLFLOW_UI_URL=http://127.0.0.1:$(MLFLOW_PORT) $(BIN)/dagster dev -m dagster_project -h 127.0.0.1 -p $(DAGSTER_PORT)
+	$(BIN)/python dagster_project/ui.py --mlflow-port $(MLFLOW_PORT) --dagster-port $(DAGSTER_PORT) --mlflow-dir $(MLFLOW_DIR) --grace $(UI_GRACE)
 
 bench: setup
 	$(BIN)/python benchmarks/retrieval_speed.py

@@ -12,6 +12,7 @@ from dagster_project.adapt_assets import build_adapt_definitions
 from dagster_project.checks import build_checks
 from dagster_project.dvc_assets import DvcTranslator, build_dvc_assets, default_project_dir, load_stage_items
 from dagster_project.reports import REPORT_GROUP, all_report_keys, build_report_assets
+from dagster_project.reproduction_assets import build_reproduction_asset
 from dagster_project.resources import DEFAULT_MLFLOW_UI, DvcResource, MlflowResource
 from dagster_project.schedules import build_schedules
 from dagster_project.sensors import build_sensors
@@ -33,6 +34,55 @@ def deferred_items(items, root: Path) -> list:
                 skipped.add(i.name)
                 changed = True
     return [by_name[n] for n in sorted(skipped)]
+
+
+def deferred_notes(items, deferred) -> dict[dg.AssetKey, dict[str, str]]:
+    """``{asset key: {"why", "command", "then"}}`` of every asset `toolret_run` leaves out: why (a costly stage
+    whose outputs are absent, or the deferred costly stages it waits on) and the command that builds it (its
+    DVC stage, `dvc repro` running its costly upstream first; a report asset: its evaluation's, then a
+    materialization of the report)."""
+    by_name = {i.name: i for i in items}
+    names = {i.name for i in deferred}
+    notes: dict[dg.AssetKey, dict[str, str]] = {}
+    for i in deferred:
+        if i.costly:
+            why = ("a costly stage (`meta: costly` in dvc.yaml: fine-tuning, LLM generation, ablation grids) whose "
+                   "outputs were absent when the code location loaded")
+            then = "then `make run` includes it"
+        else:
+            roots, seen, todo = set(), set(), list(i.upstream)
+            while todo:
+                u = todo.pop()
+                if u in names and u not in seen:
+                    seen.add(u)
+                    roots |= {u} if by_name[u].costly else set()
+                    todo.extend(by_name[u].upstream)
+            why = (f"downstream of the deferred costly stage{'s' if len(roots) > 1 else ''} "
+                   + ", ".join(f"`{r}`" for r in sorted(roots)))
+            then = "it runs what it waits on first"
+        notes[i.asset_key] = {"why": why, "command": f"dvc repro {i.name}", "then": then}
+    for name, key in all_report_keys(items).items():
+        if name in names:
+            notes[key] = {"why": f"it reports the deferred evaluation `{name}`", "command": f"dvc repro {name}",
+                          "then": "then materialize this asset"}
+    return notes
+
+
+def with_deferred_notes(assets: list, notes: dict[dg.AssetKey, dict[str, str]]) -> list:
+    """``assets``, the description of each deferred one led by why `make run` leaves it out and the command
+    that builds it (its page would say only "Never materialized"), both also in its definition metadata
+    (``toolret/deferred``, ``toolret/build_command``)."""
+    def note(spec: dg.AssetSpec) -> dg.AssetSpec:
+        n = notes.get(spec.key)
+        if n is None:
+            return spec
+        text = (f"**Deferred**: `make run` (the `{RUN_JOB}` job) leaves it out: {n['why']}. Build it: "
+                f"`{n['command']}` ({n['then']}), or `make paper` (the `{ALL_JOB}` job) for every deferred asset.")
+        return spec.replace_attributes(
+            description=f"{text}\n\n{spec.description}" if spec.description else text,
+            metadata={**spec.metadata, "toolret/deferred": n["why"], "toolret/build_command": n["command"]})
+
+    return list(dg.map_asset_specs(note, assets)) if notes else assets
 
 
 def run_job_description(items, deferred) -> str:
@@ -79,6 +129,9 @@ def build_definitions(project_dir: str | Path | None = None, translator: DvcTran
     assets = [*build_dvc_assets(items, translator), *reports]
     stages = {i.stage for i in items} | ({REPORT_GROUP} if reports else set())
     deferred = deferred_items(items, root)
+    assets = with_deferred_notes(assets, deferred_notes(items, deferred))
+    if (root / "results" / "matrix").is_dir():  # the committed records, checked and logged to MLflow
+        assets.append(build_reproduction_asset())
     adapt = build_adapt_definitions(root)
     assets += adapt["assets"]
     # `.downstream()`: the report assets of deferred evaluations are deferred too; `toolret adapt` of a user

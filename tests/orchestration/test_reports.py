@@ -239,6 +239,35 @@ def test_make_run_job_defers_the_reports_of_deferred_evaluations(tmp_path: Path)
     assert "`make paper`" in job.description
 
 
+def test_deferred_assets_say_on_their_own_page_why_and_how_to_build_them(tmp_path: Path) -> None:
+    """A deferred asset's page shows its description and definition metadata, not the job's: both say why
+    `make run` leaves it out and the command that builds it; an asset `make run` builds says nothing of it."""
+    stages = {k: v for k, v in DVC_YAML["stages"].items() if k in ("evaluate", "finetune", "evaluate_ft")}
+    stages["finetune"] = {"foreach": ["fx"], "do": {**stages["finetune"]["do"], "meta": {"costly": True}}}
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(PARAMS))
+    graph = build_definitions(tmp_path).resolve_asset_graph()  # data/models/fx/dense-ft is absent
+
+    finetune = graph.get(K(["finetune", "fx.dense-ft"]))
+    head = finetune.description.split("\n\n")[0]
+    assert head.startswith("**Deferred**: `make run` (the `toolret_run` job) leaves it out: a costly stage")
+    assert "outputs were absent" in head and "`dvc repro finetune@fx`" in head and "`make paper`" in head
+    assert "finetune@fx" in finetune.description.split("\n\n", 1)[1]  # the stage's own description follows
+    assert finetune.metadata["toolret/build_command"] == "dvc repro finetune@fx"
+    assert "costly" in finetune.metadata["toolret/deferred"]
+
+    evaluate_ft = graph.get(K(["evaluate_ft", "fx.dense-ft"]))
+    assert "downstream of the deferred costly stage `finetune@fx`" in evaluate_ft.description
+    assert "`dvc repro evaluate_ft@fx`" in evaluate_ft.description
+    report = graph.get(K(["report", "fx.dense-ft"]))
+    assert "reports the deferred evaluation `evaluate_ft@fx`" in report.description
+    assert "`dvc repro evaluate_ft@fx` (then materialize this asset)" in report.description
+
+    for key in (K(["evaluate", "fx.bm25"]), K(["report", "fx.bm25"])):
+        node = graph.get(key)
+        assert "Deferred" not in (node.description or "") and "toolret/deferred" not in node.metadata
+
+
 def test_report_keys_name_dataset_and_method_and_never_collide() -> None:
     from dagster_project.dvc_assets import StageItem
     from dagster_project.reports import report_keys
@@ -257,3 +286,36 @@ def test_report_keys_name_dataset_and_method_and_never_collide() -> None:
     # two stages evaluating a "reinvoke": the stage name keeps them apart, the label still names both
     assert keys["evaluate@ds-reinvoke"] == K(["report", "evaluate", "ds.reinvoke"])
     assert keys["evaluate_reinvoke@ds-reinvoke"] == K(["report", "evaluate_reinvoke", "ds.reinvoke"])
+
+
+def test_the_reproduction_matrix_asset_logs_each_cell_and_fails_on_a_drifted_record(tmp_path: Path,
+                                                                                   mlflow_uri: str) -> None:
+    """`report/reproduction_matrix` (in `make run`): every cell read from its record, one MLflow run per cell;
+    a record off its expected score fails the step naming the cell."""
+    import json
+
+    from dagster_project.definitions import RUN_JOB
+    from dagster_project.reproduction_assets import KEY
+
+    stages = {k: v for k, v in DVC_YAML["stages"].items() if k == "evaluate"}
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(PARAMS))
+    (tmp_path / "results" / "matrix").mkdir(parents=True)
+    record = tmp_path / "results" / "r.json"
+    record.write_text(json.dumps({"fx": {"bm25": {"metrics": {"recall@5": 0.5}, "ci95": {"recall@5": [0.4, 0.6]}}}}))
+    (tmp_path / "results" / "matrix" / "m.yaml").write_text(
+        "method: M\nrecord: results/r.json\ncommand: 'true'\ncells:\n"
+        "  - {dataset: fx, condition: bm25, metric: recall@5, at: fx/bm25, expected: 0.5}\n")
+    defs = build_definitions(tmp_path)
+    assert KEY in defs.resolve_job_def(RUN_JOB).asset_layer.selected_asset_keys
+    assert defs.resolve_job_def(ALL_JOB).execute_in_process(
+        instance=dg.DagsterInstance.ephemeral(), asset_selection=[KEY]).success
+    from mlflow import MlflowClient
+
+    client = MlflowClient(mlflow_uri)
+    runs = client.search_runs([client.get_experiment_by_name("toolret-reproduction").experiment_id])
+    assert [(r.data.tags["toolret.cell"], r.data.metrics["value"]) for r in runs] == [("M | fx | bm25 | recall@5", 0.5)]
+    record.write_text(json.dumps({"fx": {"bm25": {"metrics": {"recall@5": 0.45}}}}))
+    result = _materialize(build_definitions(tmp_path), [KEY])
+    assert not result.success
+    assert any("1 of 1 cells" in f for f in _failures(result))
