@@ -110,10 +110,6 @@ def _report_asset(dataset: str, upstream: Sequence[StageItem], by_name: Mapping[
                              f"{[rd for i in upstream for rd in i.result_dirs]}")
         run_tags = {"dagster.run_id": context.run.run_id, "dagster.op": context.op_def.name}
         exp_id = mlflow.experiment_id()
-        models = mlflow.register_models(dataset)
-        for mv in models:
-            context.log.info(f"model {mv['name']} version {mv['version']} (dvc md5 {mv['md5']}, "
-                             f"{'registered' if mv['created'] else 'already registered'})")
         logged: dict[str, dict[str, Any]] = {}
         for item in selected:
             files = result_files(project, [item])
@@ -122,19 +118,23 @@ def _report_asset(dataset: str, upstream: Sequence[StageItem], by_name: Mapping[
                                     f"{keys[item.name].to_user_string()} is not materialized")
                 continue
             md: dict[str, Any] = {}
-            for f in files:
+            for f in files:  # each run registers the models its lineage holds, new versions linked to it
                 run_id = mlflow.log_evaluation_run(f, None, tags={
                     **run_tags, "dagster.asset_key": keys[item.name].to_user_string()})
                 md[f"mlflow/run/{_label(f)}"] = dg.MetadataValue.url(mlflow.run_url(run_id, exp_id))
-            for mv in models:
-                if mv["stage"] in lineage[item.name]:
-                    md[f"mlflow/model/{mv['name']}"] = dg.MetadataValue.url(
-                        mlflow.model_version_url(mv["name"], mv["version"]))
-                    md[f"mlflow/model/{mv['name']}/dvc_md5"] = mv["md5"]
             md["n_results"] = len(files)
             logged[item.name] = md
         if not logged:
             raise dg.Failure(f"none of the selected report assets of {dataset} has evaluation results on disk")
+        # every model of the dataset (idempotent; alias `current`), after the runs: a version an evaluation run
+        # used was registered by that run and links to it
+        models = mlflow.register_models(dataset)
+        for name, md in logged.items():
+            for mv in models:
+                if mv["stage"] in lineage[name]:
+                    md[f"mlflow/model/{mv['name']}"] = dg.MetadataValue.url(
+                        mlflow.model_version_url(mv["name"], mv["version"]))
+                    md[f"mlflow/model/{mv['name']}/dvc_md5"] = mv["md5"]
         report = mlflow.log_comparison_report(dataset, everything, tags=run_tags)
         context.log.info(report["markdown"])
         common = {

@@ -162,7 +162,8 @@ def test_report_metadata_links_runs_and_registered_models(project: Path, mlflow_
     md5 = lock["stages"]["finetune@fx"]["outs"][0]["md5"]
     (version,) = client.search_model_versions("name='fx.dense-ft'")
     assert version.tags["dvc_md5"] == md5 and version.tags["dvc_stage"] == "finetune@fx"
-    assert Path(version.source) == (project / "data/models/fx/dense-ft").resolve()
+    assert version.source == "data/models/fx/dense-ft" and version.run_id == ft.info.run_id
+    assert str(client.get_model_version_by_alias("fx.dense-ft", "current").version) == str(version.version)
     assert ft.data.tags["toolret.model.fx.dense-ft"] == f"models:/fx.dense-ft/{version.version}"
     assert md["mlflow/model/fx.dense-ft"].url.endswith(f"/#/models/fx.dense-ft/versions/{version.version}")
     assert "mlflow/model/fx.dense-ft" not in mats[K(["report", "fx.bm25"])].metadata  # bm25 used no model

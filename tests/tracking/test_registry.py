@@ -50,13 +50,16 @@ def test_model_registered_once_per_md5(project: Path, tmp_path: Path) -> None:
     client = MlflowClient(uri)
     (mv,) = client.search_model_versions("name='toy.dense-ft'")  # <dataset>.<method>: MLflow forbids "/"
     assert mv.tags == {"dvc_md5": "aaa.dir", "dvc_stage": "finetune@toy", "dvc_path": "data/models/toy/dense-ft"}
-    assert Path(mv.source) == (project / "data/models/toy/dense-ft").resolve()
+    assert mv.source == "data/models/toy/dense-ft"  # portable: no path of this machine
+    assert str(client.get_model_version_by_alias("toy.dense-ft", "current").version) == str(mv.version)
+    assert "finetune@toy" in mv.description and "aaa.dir" in mv.description  # the model card
 
     write_lock(project, _lock("bbb.dir"))  # retrained: a new md5 is a new version, the old one stays
     (retrained,) = register_models(project, "toy", tracking_uri=uri)
     assert retrained["created"] and int(retrained["version"]) == int(first["version"]) + 1
     versions = {v.version: v.tags["dvc_md5"] for v in client.search_model_versions("name='toy.dense-ft'")}
     assert sorted(versions.values()) == ["aaa.dir", "bbb.dir"]
+    assert str(client.get_model_version_by_alias("toy.dense-ft", "current").version) == retrained["version"]
     assert register_models(project, "other", tracking_uri=uri) == []
 
 
@@ -74,6 +77,7 @@ def test_evaluation_of_a_trained_model_links_its_version(project: Path, tmp_path
     assert ft_run.data.tags["toolret.model.toy.dense-ft"] == "models:/toy.dense-ft/1"
     (mv,) = client.search_model_versions("name='toy.dense-ft'")
     assert mv.tags["evaluation.toy.dense-ft.original"] == ft_run.info.run_id
+    assert mv.run_id == ft_run.info.run_id  # the registry links the version to the run that used it
     # its params: the evaluation's, the index's and the training's (the lineage up to the model)
     assert {"evaluation.ks", "dense.batch_size", "finetune.epochs"} <= set(ft_run.data.params)
     bm25_run = client.get_run(log_evaluation_run(bm25, tracking_uri=uri, project_dir=project))

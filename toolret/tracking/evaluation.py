@@ -306,31 +306,27 @@ def log_evaluation_run(
                      "per_query": sha256_file(pq_path) if pq_path.is_file() else None,
                      "dvc": versions, "params": params})
     extra_tags = {safe_key(k): str(v) for k, v in (tags or {}).items()}
-    model_tags: dict[str, str] = {}
-    models = []
-    if register_models and project is not None and lineage:
-        from toolret.tracking.registry import models_used_by, register_model
-
-        for model in models_used_by(lineage[0], lock):
-            if (project / model.path).exists():
-                mv = register_model(client, model, project)
-                models.append(mv)
-                model_tags[safe_key(f"toolret.model.{mv['name']}")] = f"models:/{mv['name']}/{mv['version']}"
-
     existing = find_run(client, exp_id, identity, inputs)
     if existing is not None:
         run_id = existing.info.run_id
-        for k, v in {**model_tags, **extra_tags}.items():
+        for k, v in extra_tags.items():
             if existing.data.tags.get(k) != v:
                 client.set_tag(run_id, k, v)
     else:
         run_id = _log_new_run(client, exp_id, result_json, result, run_info, pq_path, project, identity, inputs,
-                              lineage, params, versions, {**model_tags, **extra_tags}, Metric, Param,
-                              metric_name_for_mlflow)
+                              lineage, params, versions, extra_tags, Metric, Param, metric_name_for_mlflow)
     make_current(client, exp_id, identity, run_id)
-    for mv in models:
-        client.set_model_version_tag(mv["name"], mv["version"], safe_key(f"evaluation.{dataset}.{method}.{docs}"),
-                                     run_id)
+    if register_models and project is not None and lineage:  # after the run: a new version links to it
+        from toolret.tracking.registry import models_used_by, register_model
+
+        for model in models_used_by(lineage[0], lock):
+            if (project / model.path).exists():
+                mv = register_model(client, model, project, run_id=run_id)
+                tag, uri = safe_key(f"toolret.model.{mv['name']}"), f"models:/{mv['name']}/{mv['version']}"
+                if existing is None or existing.data.tags.get(tag) != uri:
+                    client.set_tag(run_id, tag, uri)
+                client.set_model_version_tag(mv["name"], mv["version"],
+                                             safe_key(f"evaluation.{dataset}.{method}.{docs}"), run_id)
     return run_id
 
 

@@ -2,9 +2,11 @@
 
 Every DVC stage output under ``data/models/`` (today ``finetune@<ds>`` -> ``data/models/<ds>/dense-ft``)
 is a registered model named ``<dataset>.<method>`` (MLflow forbids ``/`` in names) whose versions are
-the output's versions: a version's source is the model folder, its tags ``dvc_md5`` (from ``dvc.lock``),
-``dvc_stage`` and ``dvc_path``. Registering is idempotent: an md5 already registered returns that
-version; a new md5 makes a new version. Evaluation runs whose DVC lineage holds a model carry a
+the output's versions: a version's source is the model folder relative to the project (no machine path),
+its tags ``dvc_md5`` (from ``dvc.lock``), ``dvc_stage`` and ``dvc_path``, its description the model card
+(:func:`model_card`), its run the first evaluation run that used it, and the alias ``current`` names the
+version ``dvc.lock`` records now. Registering is idempotent: an md5 already registered returns that version;
+a new md5 makes a new version. Evaluation runs whose DVC lineage holds a model carry a
 ``toolret.model.<name>`` tag (``models:/<name>/<version>``) and the model version a tag pointing back.
 """
 
@@ -73,8 +75,43 @@ def models_used_by(stage: str, lock: dict[str, Any]) -> list[ModelOutput]:
     return _model_outs(lock, [stage, *upstream_stages(stage, lock)])
 
 
-def register_model(client: Any, model: ModelOutput, project_dir: str | Path) -> dict[str, Any]:
-    """Register ``model`` (idempotent per md5) and return ``{"name", "version", "md5", "stage", "path", "created"}``."""
+CURRENT_ALIAS = "current"
+
+
+def model_card(model: ModelOutput, project_dir: str | Path) -> str:
+    """The version's description: what the artifact is, what it was trained on and with, and its dev score
+    (from the artifact's own ``MODEL_CARD.md`` where it has one, else its ``artifact_key.json`` and training
+    report), and how to restore it."""
+    folder = Path(project_dir) / model.path
+    if (folder / "MODEL_CARD.md").is_file():
+        return (folder / "MODEL_CARD.md").read_text(encoding="utf-8")[:5000]
+    import json
+
+    lines = [f"# `{model.name}`", "", f"`{model.path}`, trained by DVC stage `{model.stage}` (DVC md5 `{model.md5}`; "
+             f"restore it with `dvc checkout {model.stage}` at a commit whose dvc.lock records this md5)."]
+    key = folder / "artifact_key.json"
+    if key.is_file():
+        k = json.loads(key.read_text(encoding="utf-8"))
+        config = k.get("config") or {}
+        lines += ["", f"- kind: {k.get('kind', model.method)}; base model: {k.get('base_model', '-')}",
+                  "- training: " + ", ".join(f"{n} {config[n]}" for n in sorted(config)
+                                              if isinstance(config[n], (int, float, str)))]
+    for report in sorted(folder.glob("*.json")):
+        if report.name == "artifact_key.json":
+            continue
+        data = json.loads(report.read_text(encoding="utf-8"))
+        if isinstance(data, dict):
+            facts = {n: data[n] for n in ("n_train_pairs", "steps", "selected_step", "epochs_trained")
+                     if isinstance(data.get(n), (int, float))}
+            if facts:
+                lines.append(f"- {report.stem}: " + ", ".join(f"{n} {v}" for n, v in facts.items()))
+    return "\n".join(lines)
+
+
+def register_model(client: Any, model: ModelOutput, project_dir: str | Path, run_id: str | None = None
+                   ) -> dict[str, Any]:
+    """Register ``model`` (idempotent per md5; a new version linked to ``run_id``, the run that used it first),
+    point the alias ``current`` at it and return ``{"name", "version", "md5", "stage", "path", "created"}``."""
     from mlflow.exceptions import MlflowException
 
     name = model.name
@@ -88,15 +125,22 @@ def register_model(client: Any, model: ModelOutput, project_dir: str | Path) -> 
         except MlflowException:  # registered concurrently
             client.get_registered_model(name)
     info = {"name": name, "md5": model.md5, "stage": model.stage, "path": model.path}
-    for mv in client.search_model_versions(f"name='{name}'"):
-        if (mv.tags or {}).get("dvc_md5") == model.md5:
-            return {**info, "version": str(mv.version), "created": False}
-    source = str((Path(project_dir) / model.path).resolve())
-    mv = client.create_model_version(
-        name, source=source, tags={"dvc_md5": model.md5, "dvc_stage": model.stage, "dvc_path": model.path},
-        description=f"DVC md5 `{model.md5}` of `{model.path}` (restore it with `dvc checkout {model.stage}` "
-                    "at a commit whose dvc.lock records this md5).")
-    return {**info, "version": str(mv.version), "created": True}
+    found = next((mv for mv in client.search_model_versions(f"name='{name}'")
+                  if (mv.tags or {}).get("dvc_md5") == model.md5), None)
+    created = found is None
+    if found is None:
+        found = client.create_model_version(
+            name, source=model.path, run_id=run_id,
+            tags={"dvc_md5": model.md5, "dvc_stage": model.stage, "dvc_path": model.path},
+            description=model_card(model, project_dir))
+    version = str(found.version)
+    try:
+        current = str(client.get_model_version_by_alias(name, CURRENT_ALIAS).version)
+    except MlflowException:
+        current = None
+    if current != version:
+        client.set_registered_model_alias(name, CURRENT_ALIAS, version)
+    return {**info, "version": version, "created": created}
 
 
 def register_models(project_dir: str | Path, dataset: str | None = None, tracking_uri: str | None = None,
@@ -109,5 +153,5 @@ def register_models(project_dir: str | Path, dataset: str | None = None, trackin
             if (Path(project_dir) / m.path).exists()]
 
 
-__all__ = ["MODELS_ROOT", "ModelOutput", "model_outputs", "models_used_by", "register_model", "register_models",
+__all__ = ["CURRENT_ALIAS", "MODELS_ROOT", "model_card", "ModelOutput", "model_outputs", "models_used_by", "register_model", "register_models",
            "registered_model_name"]
