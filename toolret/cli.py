@@ -785,6 +785,10 @@ def build_parser() -> argparse.ArgumentParser:
     served(mc, http=False)
     mc.set_defaults(func=cmd_mcp)
 
+    from toolret.gateway.cli import add_commands as gateway_commands  # `toolret gateway`, `toolret receipts`
+
+    gateway_commands(sub)
+
     sl = sub.add_parser("serve-llm", help="serve a local LLM engine over the OpenAI API (for llm_engine: openai)")
     sl.add_argument("--engine", default="transformers", choices=["transformers", "llama.cpp"])
     sl.add_argument("--model", default=None, help="default: toolret.llm.models.DEFAULT_MODEL")

@@ -46,34 +46,41 @@ def server_target(command: str | None = None, url: str | None = None) -> Any:
     return StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
 
 
+async def list_all_tools(client: Any) -> list[Any]:
+    """Every page of ``tools/list`` of a connected :class:`mcp.Client` (fresh, not from its response cache);
+    a cursor returned twice or more than ``MAX_PAGES`` pages is a :class:`CatalogError`."""
+    tools: list[Any] = []
+    cursor: str | None = None
+    cursors: set[str] = set()
+    for _ in range(MAX_PAGES):
+        page = await client.list_tools(cursor=cursor, cache_mode="refresh")
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+        if cursor in cursors:
+            raise CatalogError(f"tools/list returned the cursor {cursor!r} twice")
+        cursors.add(cursor)
+    raise CatalogError(f"tools/list still had more pages after {MAX_PAGES}")
+
+
 async def list_server_tools(target: Any, timeout_s: float = 120) -> tuple[dict[str, Any], list[Any]]:
     """``(server info, tools)`` of an MCP server: every page of ``tools/list``. ``target``: anything
     :class:`mcp.Client` connects to (a URL, stdio parameters, an in-process server)."""
     import anyio
     from mcp import Client
 
-    tools: list[Any] = []
     problem = None  # raised once the client is closed (inside, the SDK's task groups would wrap it)
     with anyio.fail_after(timeout_s):
         async with Client(target, read_timeout_seconds=timeout_s) as client:
             info = client.server_info
             server = info.model_dump(mode="json", exclude_none=True) if info is not None else {}
-            cursor: str | None = None
-            cursors: set[str] = set()
-            for _ in range(MAX_PAGES):
-                page = await client.list_tools(cursor=cursor, cache_mode="refresh")
-                tools.extend(page.tools)
-                cursor = page.next_cursor
-                if not cursor:
-                    break
-                if cursor in cursors:
-                    problem = f"tools/list returned the cursor {cursor!r} twice"
-                    break
-                cursors.add(cursor)
-            else:
-                problem = f"tools/list still had more pages after {MAX_PAGES}"
+            try:
+                tools = await list_all_tools(client)
+            except CatalogError as err:
+                problem = err
     if problem:
-        raise CatalogError(problem)
+        raise problem
     return server, tools
 
 

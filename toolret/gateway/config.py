@@ -1,0 +1,183 @@
+"""The gateway's configuration: the upstream MCP servers and the retrieval pipeline.
+
+A YAML or JSON file (``toolret gateway --config FILE``)::
+
+    pipeline: hybrid              # a pipeline spec (bm25, dense, hybrid ...), or instead
+    # index: data/adapt/myapi/champion   # a saved pipeline, re-indexed over the servers' tools
+    servers:
+      - name: files               # the namespace: its tools are searched and called as files__<tool>
+        command: npx -y @modelcontextprotocol/server-filesystem /tmp   # stdio (a string or a list)
+        env: {LOG_LEVEL: warn}    # merged over the SDK's safe default environment
+      - name: search
+        url: http://127.0.0.1:9000/mcp                                  # streamable HTTP
+
+or flags (:func:`config_from_flags`: ``--stdio NAME=COMMAND``, ``--http NAME=URL``). Timings (seconds):
+``timeout_s`` (connect + list), ``call_timeout_s`` (one forwarded call), ``heartbeat_s`` (a re-list that
+also notices a dead server; 0: off), ``backoff_min_s`` / ``backoff_max_s`` (reconnection, doubling).
+Errors are :class:`CatalogError` naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolret.catalog.model import CatalogError
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+SEPARATOR = "__"  # <server>__<tool>
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """One upstream MCP server: ``command`` (+ ``args``, ``env``, ``cwd``: stdio) or ``url`` (HTTP)."""
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+    url: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not NAME_RE.match(self.name) or SEPARATOR in self.name:
+            raise CatalogError(f"server name {self.name!r}: letters, digits, '-' and '_' only (not {SEPARATOR!r})")
+        if (self.command is None) == (self.url is None):
+            raise CatalogError(f"server {self.name!r}: give exactly one of command (stdio) or url (streamable HTTP)")
+        if self.url is not None and not re.match(r"https?://", self.url):
+            raise CatalogError(f"server {self.name!r}: url {self.url!r} is not http:// or https://")
+        if self.command is not None and not self.command.strip():
+            raise CatalogError(f"server {self.name!r}: command is empty")
+
+    @property
+    def transport(self) -> str:
+        return "stdio" if self.command is not None else "http"
+
+    def target(self) -> Any:
+        """What :class:`mcp.Client` connects to: the URL, or stdio parameters (``command`` split like a shell
+        would, then ``args``)."""
+        if self.url is not None:
+            return self.url
+        from mcp.client.stdio import StdioServerParameters
+
+        argv = [*shlex.split(self.command or ""), *self.args]
+        return StdioServerParameters(command=argv[0], args=argv[1:], env=self.env, cwd=self.cwd)
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    servers: tuple[ServerConfig, ...]
+    pipeline: str = "hybrid"
+    index: str | None = None   # a saved pipeline (a folder or models:/<name>@<alias>) instead of a spec
+    params: str | None = None  # params.yaml for a spec (default: the project's)
+    timeout_s: float = 30.0
+    call_timeout_s: float = 300.0
+    heartbeat_s: float = 10.0
+    backoff_min_s: float = 1.0
+    backoff_max_s: float = 60.0
+    source: str = field(default="flags", compare=False)
+
+    def __post_init__(self) -> None:
+        names = [s.name for s in self.servers]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise CatalogError(f"{self.source}: server names must be unique; twice: {twice}")
+        for key in ("timeout_s", "call_timeout_s", "backoff_min_s", "backoff_max_s"):
+            if not getattr(self, key) > 0:
+                raise CatalogError(f"{self.source}: {key} must be positive")
+        if self.heartbeat_s < 0 or self.backoff_max_s < self.backoff_min_s:
+            raise CatalogError(f"{self.source}: heartbeat_s >= 0 and backoff_max_s >= backoff_min_s")
+
+    def server(self, name: str) -> ServerConfig:
+        return next(s for s in self.servers if s.name == name)
+
+
+_SERVER_KEYS = {"name", "command", "args", "env", "cwd", "url"}
+_TOP_KEYS = {"servers", "pipeline", "index", "params", "timeout_s", "call_timeout_s", "heartbeat_s",
+             "backoff_min_s", "backoff_max_s"}
+
+
+def server_from_dict(entry: Any, where: str) -> ServerConfig:
+    if not isinstance(entry, dict):
+        raise CatalogError(f"{where}: expected a mapping with name and command or url")
+    unknown = sorted(set(entry) - _SERVER_KEYS)
+    if unknown:
+        raise CatalogError(f"{where}: unknown keys {unknown} (known: {sorted(_SERVER_KEYS)})")
+    command = entry.get("command")
+    args = list(entry.get("args") or [])
+    if isinstance(command, list):  # command: [python, server.py]
+        command = shlex.join(str(c) for c in command)
+    env = entry.get("env")
+    if env is not None and not isinstance(env, dict):
+        raise CatalogError(f"{where}: env must be a mapping")
+    return ServerConfig(name=str(entry.get("name", "")), command=command, args=tuple(str(a) for a in args),
+                        env={str(k): str(v) for k, v in env.items()} if env else None,
+                        cwd=entry.get("cwd"), url=entry.get("url"))
+
+
+def config_from_dict(data: Any, source: str = "config") -> GatewayConfig:
+    if not isinstance(data, dict):
+        raise CatalogError(f"{source}: expected a mapping with a servers list")
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise CatalogError(f"{source}: unknown keys {unknown} (known: {sorted(_TOP_KEYS)})")
+    servers = data.get("servers") or []
+    if not isinstance(servers, list):
+        raise CatalogError(f"{source}: servers must be a list")
+    extra = {k: data[k] for k in _TOP_KEYS - {"servers"} if data.get(k) is not None}
+    for k in ("timeout_s", "call_timeout_s", "heartbeat_s", "backoff_min_s", "backoff_max_s"):
+        if k in extra:
+            extra[k] = float(extra[k])
+    return GatewayConfig(servers=tuple(server_from_dict(s, f"{source}: servers[{i}]") for i, s in enumerate(servers)),
+                         source=source, **extra)
+
+
+def load_config(path: str | Path) -> GatewayConfig:
+    """A gateway config file (``.json``: JSON; anything else: YAML, which JSON also is)."""
+    path = Path(path)
+    if not path.is_file():
+        raise CatalogError(f"{path}: gateway config not found")
+    import yaml
+
+    text = path.read_text(encoding="utf-8")
+    kind = "JSON" if path.suffix == ".json" else "YAML"
+    try:
+        data = json.loads(text) if kind == "JSON" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as e:
+        raise CatalogError(f"{path}: not valid {kind} ({e})") from None
+    return config_from_dict(data, str(path))
+
+
+def _named(values: list[str], flag: str) -> list[tuple[str, str]]:
+    out = []
+    for v in values:
+        name, sep, rest = v.partition("=")
+        if not sep or not rest.strip():
+            raise CatalogError(f"{flag} {v!r}: expected NAME=VALUE")
+        out.append((name.strip(), rest.strip()))
+    return out
+
+
+def config_from_flags(base: GatewayConfig | None = None, *, stdio: list[str] = (), http: list[str] = (),
+                      pipeline: str | None = None, index: str | None = None) -> GatewayConfig:
+    """``base`` (a config file, or none) with the servers of ``--stdio NAME=COMMAND`` / ``--http NAME=URL``
+    added and ``--pipeline`` / ``--index`` applied."""
+    servers = list(base.servers) if base else []
+    servers += [ServerConfig(name=n, command=c) for n, c in _named(list(stdio), "--stdio")]
+    servers += [ServerConfig(name=n, url=u) for n, u in _named(list(http), "--http")]
+    if not servers:
+        raise CatalogError("no MCP servers: give --config FILE or --stdio NAME=COMMAND / --http NAME=URL")
+    fields: dict[str, Any] = {k: getattr(base, k) for k in GatewayConfig.__dataclass_fields__} if base else {}
+    fields.update(servers=tuple(servers), source=base.source if base else "flags")
+    if pipeline is not None:
+        fields.update(pipeline=pipeline, index=None)
+    if index is not None:
+        fields["index"] = index
+    return GatewayConfig(**fields)
+
+
+__all__ = ["SEPARATOR", "GatewayConfig", "ServerConfig", "config_from_dict", "config_from_flags", "load_config"]

@@ -1,0 +1,218 @@
+"""The gateway's searchable tool set: every upstream server's tools, namespaced, in one pipeline.
+
+- A tool of server ``s`` named ``t`` is ``s__t`` (``id``, what ``call_tool`` takes); its server and original
+  name are kept as fields. The catalogue tool comes from the MCP importer's own conversion
+  (:func:`toolret.catalog.importers.mcp.mcp_tool`: the document, the input schema) and the record agents see
+  from the serving code's (:func:`toolret.serving.tools.tool_record`).
+- :meth:`GatewayIndex.update` takes one server's current ``tools/list`` and diffs it against what the index
+  holds for that server (added / removed / changed, by a fingerprint of each tool's document and metadata).
+  Nothing changed: nothing is done. Else only the changed tools' entries are rebuilt and the pipeline is
+  re-indexed over the current tool set (BM25's statistics are corpus-wide, so its index is rebuilt -- a few
+  ms for thousands of tools; a dense side re-encodes only new or changed documents, the others come from
+  the project's embedding store). The first index builds the pipeline (:func:`toolret.api.build` for a
+  spec; a saved pipeline is loaded and re-indexed over these tools).
+- :meth:`GatewayIndex.search` answers over the tools of the servers that are up (the others' tools stay
+  indexed but are withheld, and counted), optionally one server's only: a query naming a tool exactly (its
+  id, its original name, or ``select:<name>[,<name>...]``, which returns only those) puts it first, whatever
+  ``min_score``; other hits below ``min_score`` are dropped.
+
+Searches and re-indexing run in worker threads, one at a time (a lock): a search never sees a half-built index.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolret.catalog.model import Catalog, CatalogError, Tool
+from toolret.gateway.config import SEPARATOR
+
+log = logging.getLogger("toolret.gateway")
+SELECT = "select:"
+
+
+@dataclass(frozen=True)
+class GatewayTool:
+    id: str           # <server>__<name>
+    server: str
+    name: str         # the server's own name for it
+    fingerprint: str
+    tool: Tool = field(compare=False, repr=False)  # the catalogue tool (id = self.id)
+    record: dict[str, Any] = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Diff:
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    tools: tuple[str, ...] = field(default=(), compare=False)  # every indexed id after the update
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.removed or self.changed)
+
+
+def gateway_tool(server: str, mcp_tool_obj: Any) -> GatewayTool:
+    """One upstream MCP tool as a namespaced catalogue tool and served record."""
+    from toolret.catalog.importers.mcp import mcp_tool
+    from toolret.serving.tools import tool_record
+
+    base = mcp_tool(mcp_tool_obj, server)
+    tool_id = f"{server}{SEPARATOR}{base.id}"
+    tool = dataclasses.replace(base, id=tool_id, metadata={**base.metadata, "original_name": base.name})
+    fingerprint = hashlib.sha256(json.dumps([tool.docs, tool.metadata], sort_keys=True, default=str)
+                                 .encode()).hexdigest()[:16]
+    record = {**tool_record(tool), "server": server}
+    return GatewayTool(tool_id, server, base.name, fingerprint, tool, record)
+
+
+class GatewayIndex:
+    """See the module docstring. ``pipeline``: a spec name; ``index``: a saved pipeline instead."""
+
+    def __init__(self, pipeline: str = "hybrid", *, index: str | None = None, params: str | None = None) -> None:
+        self.spec, self.saved, self.params = pipeline, index, params
+        self._servers: dict[str, dict[str, GatewayTool]] = {}  # server -> original name -> tool
+        self._tools: dict[str, GatewayTool] = {}                # id -> tool, in index order
+        self._pipeline: Any = None
+        self._lock = threading.Lock()
+        self.generation = 0  # bumped on every re-index
+
+    # ------------------------------------------------------------------ contents
+    @property
+    def pipeline_name(self) -> str:
+        return self._pipeline.name if self._pipeline is not None else (self.saved or self.spec)
+
+    def tool_ids(self) -> list[str]:
+        return list(self._tools)
+
+    def server_tools(self, server: str) -> list[GatewayTool]:
+        return list(self._servers.get(server, {}).values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def resolve(self, name: str) -> list[GatewayTool]:
+        """The tools ``name`` names: its id; else every tool with that original name."""
+        if name in self._tools:
+            return [self._tools[name]]
+        return [t for t in self._tools.values() if t.name == name]
+
+    # ------------------------------------------------------------------ updates
+    def update(self, server: str, listed: list[Any]) -> Diff:
+        """Make ``server``'s tools the ``listed`` MCP tools; re-index only when something differs."""
+        new: dict[str, GatewayTool] = {}
+        for t in listed:
+            try:
+                gt = gateway_tool(server, t)
+            except CatalogError as e:
+                log.warning("gateway: server %r: skipped a tool: %s", server, e)
+                continue
+            if gt.name in new:
+                log.warning("gateway: server %r lists %r twice; kept the first", server, gt.name)
+                continue
+            new[gt.name] = gt
+        with self._lock:
+            old = self._servers.get(server, {})
+            diff = Diff(added=tuple(n for n in new if n not in old), removed=tuple(n for n in old if n not in new),
+                        changed=tuple(n for n in new if n in old and old[n].fingerprint != new[n].fingerprint))
+            if not diff:
+                return diff
+            # unchanged tools keep their entries; only added / changed ones are new
+            before = (dict(self._servers), self._tools)
+            self._servers[server] = {n: (old[n] if n in old and n not in diff.changed else gt) for n, gt in new.items()}
+            self._tools = {t.id: t for s in self._servers.values() for t in s.values()}
+            try:
+                self._reindex()
+            except BaseException:  # the index keeps serving what it held (the caller retries this server)
+                self._servers, self._tools = before
+                if self._pipeline is not None and self._tools:
+                    self._reindex()
+                raise
+            return dataclasses.replace(diff, tools=tuple(self._tools))
+
+    def _reindex(self) -> None:
+        from toolret.roles import Corpus
+
+        tools = [t.tool for t in self._tools.values()]
+        if not tools:
+            self.generation += 1
+            return
+        corpus = Corpus([t.id for t in tools], [t.docs["original"] for t in tools], tools)
+        if self._pipeline is None:
+            self._pipeline = self._build(tools)
+        self._pipeline.index(corpus)
+        self.generation += 1
+
+    def _build(self, tools: list[Tool]) -> Any:
+        if self.saved is not None:
+            from toolret.adapt import resolve_index
+            from toolret.pipeline import Pipeline
+
+            return Pipeline.load(resolve_index(self.saved))
+        from toolret.config import load_params
+        from toolret.pipeline import build_pipeline
+
+        catalog = Catalog(name="gateway", tools=tools, queries=[], qrels={},
+                          provenance={"source": "mcp-gateway", "purpose": "serving"})
+        pipeline = build_pipeline(self.spec, catalog, load_params(self.params))
+        pipeline.fit(catalog)  # unsupervised specs: nothing to learn; the index follows in _reindex
+        return pipeline
+
+    # ------------------------------------------------------------------ search
+    def _named(self, query: str) -> tuple[list[GatewayTool], bool]:
+        """The tools a query names exactly, and whether it is a ``select:`` (only those)."""
+        q = query.strip()
+        select = q.lower().startswith(SELECT)
+        names = [n.strip() for n in q[len(SELECT):].split(",")] if select else [q]
+        found: list[GatewayTool] = []
+        for n in names:
+            hits = self.resolve(n) or [t for t in self._tools.values() if n.lower() in (t.id.lower(), t.name.lower())]
+            found += [t for t in hits if t not in found]
+        return found, select
+
+    def search(self, query: str, k: int = 5, *, min_score: float | None = None, server: str | None = None,
+               down: frozenset[str] | set[str] = frozenset()) -> tuple[list[dict[str, Any]], int]:
+        """``(hits, withheld)``: the top ``k`` hits over the tools of servers not ``down`` (of ``server``
+        only, where given), each ``{tool_id, name, server, tool, category, description, score,
+        input_schema?, match?}``; ``withheld``: how many tools of down servers the answer could not hold."""
+        with self._lock:
+            def eligible(t: GatewayTool) -> bool:
+                return t.server not in down and (server is None or t.server == server)
+
+            withheld = sum(1 for t in self._tools.values() if t.server in down and server in (None, t.server))
+            named, select = self._named(query)
+            scores: dict[str, float | None] = {}
+            if not select and self._tools and self._pipeline is not None:
+                hidden = sum(1 for t in self._tools.values() if not eligible(t))
+                ranking = self._pipeline.search([query], min(len(self._tools), k + hidden))
+                for i, s in zip(ranking.indices[0], ranking.scores[0]):
+                    if i >= 0 and ranking.tool_ids[i] in self._tools:
+                        scores.setdefault(ranking.tool_ids[i], float(s) if math.isfinite(s) else None)
+            hits = [{**self._hit(t, scores.get(t.id)), "match": "exact"} for t in named if eligible(t)]
+            shown = {h["tool_id"] for h in hits}
+            for tool_id, score in scores.items():
+                t = self._tools[tool_id]
+                if tool_id in shown or not eligible(t):
+                    continue
+                if min_score is not None and (score is None or score < min_score):
+                    continue
+                hits.append(self._hit(t, score))
+            return hits[:k], withheld
+
+    @staticmethod
+    def _hit(t: GatewayTool, score: float | None) -> dict[str, Any]:
+        r = t.record
+        hit = {"tool_id": t.id, "name": t.name, "server": t.server, "tool": t.server, "category": None,
+               "description": r.get("description", ""), "score": score}
+        if "input_schema" in r:
+            hit["input_schema"] = r["input_schema"]
+        return hit
+
+
+__all__ = ["Diff", "GatewayIndex", "GatewayTool", "gateway_tool"]
