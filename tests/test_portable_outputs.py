@@ -84,7 +84,8 @@ def test_machine_paths_finds_what_it_must() -> None:
 
 
 def _committed_outputs() -> list[Path]:
-    out = subprocess.run(["git", "ls-files", "data"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(["git", "ls-files", "data", "results"], cwd=REPO, capture_output=True, text=True,
+                         check=True).stdout
     return [REPO / p for p in out.splitlines() if p.endswith(TEXT_SUFFIXES)]
 
 

@@ -175,13 +175,19 @@ def check(cells: list[Cell], root: str | Path) -> list[CellResult]:
 
 def rerun(cells: list[Cell], root: str | Path) -> None:
     """Run each distinct command of ``cells`` once, in the project folder (what rebuilds their records)."""
+    import os
+    import sys
+
+    # the commands name this environment's entry points (`toolret ...`) whatever the caller's PATH
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
     done: set[str] = set()
     for cell in cells:
         if cell.command in done:
             continue
         done.add(cell.command)
         print(f"$ {cell.command}", flush=True)
-        subprocess.run(cell.command, shell=True, cwd=root, check=True)
+        if subprocess.run(cell.command, shell=True, cwd=root, env=env).returncode != 0:
+            raise MatrixError(f"{cell.source}: its command failed: {cell.command}")
 
 
 def check_lines(results: list[CellResult]) -> list[str]:
