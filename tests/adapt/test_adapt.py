@@ -20,7 +20,8 @@ import pytest
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 sys.path.insert(0, str(FIXTURES))
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# the module fixture adapts a catalogue end to end (~10 min on 2 idle cores): above the 900 s default
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 TINY = {"epochs": 1, "max_train_pairs": 64}
 N = 2  # requests per tool
