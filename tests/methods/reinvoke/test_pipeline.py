@@ -181,11 +181,12 @@ def test_ablation_grid_and_report(tmp_path, project, fake_generator_cls, bow_enc
     text = out.read_text()
     assert f"### {catalog.name} — compared with the paper's ToolE multi-tool column" in text
     assert "(a) + Query generator" in text and "(a) + Both = Re-Invoke" in text and "| HyDE (dense) |" in text
-    assert "Re-Invoke w/ BM25" in text and "Round-trip consistency" in text and "```json" in text
+    assert "Re-Invoke w/ BM25" in text and "Round-trip consistency" in text and "```json" not in text
     # n_queries=2 here: the report says so and labels the query-count row with the real n, not the paper's 10
     assert "2 synthetic queries per tool" in text and "(c) 2 synthetic queries" in text
     assert "(c) 10 synthetic queries" not in text
-    data = json.loads(text.split("```json\n", 1)[1].split("\n```", 1)[0])[catalog.name]
+    assert "[`report.json`](report.json)" in text  # the numbers are a JSON record beside the page, linked
+    data = json.loads(out.with_suffix(".json").read_text())[catalog.name]
     assert data["ablations"]["qgen"]["metrics"]["ndcg@5"] == variants["qgen"]["metrics"]["ndcg@5"]
     assert data["synthetic_queries"]["n"] == len(synth) and data["intents"]["mean_intents"] == 2
     # the generator is named from the artifacts' meta (the fake LLM here), not a hard-coded model
