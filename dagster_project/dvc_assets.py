@@ -350,7 +350,7 @@ def read_results(project_dir: str | Path, result_dir: str) -> dict[str, dict[str
 
 def materialization_metadata(item: StageItem, project_dir: str | Path) -> tuple[dict[str, Any], str | None]:
     """Asset metadata after a stage ran (dvc.lock md5s, paths, headline metrics) and a data version."""
-    from toolret.tracking.provenance import read_dvc_lock, stage_versions
+    from toolret.provenance import read_dvc_lock, stage_versions
 
     lock = read_dvc_lock(project_dir)
     versions = stage_versions(item.name, project_dir, lock)

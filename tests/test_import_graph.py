@@ -87,8 +87,11 @@ def test_stage_machinery_is_a_leaf_of_the_registry() -> None:
     assert "toolret.registry" in _edges(graph, "toolret.stages")
     assert "toolret.stages" not in _edges(graph, "toolret.registry")
     assert "toolret.stages" not in _edges(graph, "toolret.config")
-    # the core stages register themselves like any method's
-    assert "toolret.stages" in graph["toolret.methods.core"] and "toolret.registry" in graph["toolret.methods.core"]
+    # the core stages register themselves like any method's, declared with the stage templates (data), never
+    # with the dvc.yaml generator
+    assert "toolret.stage_templates" in graph["toolret.methods.core"] and "toolret.registry" in graph["toolret.methods.core"]
+    assert not [m for m, imps in graph.items() if m.startswith("toolret.methods")
+                and any(i == "toolret.stages" or i.startswith("toolret.stages.") for i in imps)]
 
 
 def test_toolret_never_imports_dagster() -> None:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from toolret.config import StrictModel
 from toolret.registry import Component, Method, Section, register_method
-from toolret.stages import index_and_evaluate
+from toolret.stage_templates import index_and_evaluate
 
 with open(Path(__file__).with_name("imports.log"), "a", encoding="utf-8") as log:  # counts the imports
     log.write("imported\\n")
@@ -267,7 +267,7 @@ def test_plugin_named_twice_is_imported_once(project: Path, registry, monkeypatc
     toy = registry.methods()["toy"]
     assert toy.module == PLUGIN and [c.name for c in toy.components] == [TOY]
     assert [t.name for t in toy.stages] == ["index_toy", "evaluate_toy"]
-    assert registry.stage_owner("index_toy") == "toolret.stages"
+    assert registry.stage_owner("index_toy") == "toolret.stage_templates"
     # the first lookup reads the project's params.yaml, then $TOOLRET_PLUGINS (already imported: skipped)
     assert registry.plugin_modules() == {PLUGIN: f"{(project / 'params.yaml').resolve()}: plugins"}
     assert _imports(project) == 1

@@ -93,7 +93,7 @@ class ToolSearcher:
     def load(cls, ref: str | Path, *, tracking_uri: str | None = None) -> ToolSearcher:
         from toolret.adapt import resolve_index
         from toolret.pipeline import Pipeline
-        from toolret.serving.tools import id_record
+        from toolret.catalog.tool_records import id_record
 
         pipeline = Pipeline.load(resolve_index(str(ref), tracking_uri))
         by_id = {r["id"]: r for r in pipeline.tool_records or []}

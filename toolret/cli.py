@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from toolret.catalog.model import CatalogError
+from toolret.tracking.training_steps import install as install_mlflow_training_logger
 
 
 def _params(args: argparse.Namespace):
@@ -265,7 +266,7 @@ def cmd_evaluate_index(args: argparse.Namespace) -> None:
     from toolret.catalog.io import load_catalog
     from toolret.evaluation import write_result
     from toolret.pipeline import Pipeline
-    from toolret.tracking.provenance import sha256_tree
+    from toolret.provenance import sha256_tree
 
     params = _params(args)
     base = load_catalog(args.catalog)
@@ -824,6 +825,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    install_mlflow_training_logger()  # a training run from the CLI (or a stage) logs its steps to MLflow
     try:
         args = build_parser().parse_args(argv)  # the parser holds the methods' subcommands (plugins included)
         args.func(args)

@@ -183,7 +183,7 @@ def write_result(result: dict[str, Any], rows: list[dict[str, Any]], output: str
 
 def provenance(catalog: Catalog, params: dict[str, Any], artifacts: dict[str, str] | None = None) -> dict[str, Any]:
     from toolret.paths import project_dir
-    from toolret.tracking.provenance import git_state
+    from toolret.provenance import git_state
 
     return {
         "git_sha": git_state(project_dir()).label,

@@ -49,7 +49,7 @@ class Pipeline:
         self.rerankers = list(rerankers)
         parts = [c.name for c in (rewriter, retriever, *self.rerankers) if c is not None]
         self.name = name or "+".join(parts)
-        # what a served pipeline tells agents (toolret.serving.tools): the indexed tools' records and the
+        # what a served pipeline tells agents (toolret.catalog.tool_records): the indexed tools' records and the
         # catalogue it was fitted on; saved as tools.jsonl / pipeline.json "catalog", None when unknown
         self.tool_records: list[dict[str, Any]] | None = None
         self.catalog_info: dict[str, Any] | None = None
@@ -62,7 +62,7 @@ class Pipeline:
     # ---------------------------------------------------------------- learn / index
     def fit(self, catalog: Catalog) -> None:
         """Fit every component on the catalogue (train split; dev split for selection)."""
-        from toolret.serving.tools import catalog_summary
+        from toolret.catalog.tool_records import catalog_summary
 
         for c in self.components:
             c.fit(catalog)
@@ -116,7 +116,7 @@ class Pipeline:
     def save(self, path: str | Path) -> None:
         """``path/pipeline.json`` + one sub-directory per component (each loadable on its own) + the tool
         records ``tools.jsonl`` (where the pipeline knows its tools: indexed here or loaded with them)."""
-        from toolret.serving.tools import TOOLS_FILE, tool_record, write_tools
+        from toolret.catalog.tool_records import TOOLS_FILE, tool_record, write_tools
 
         if self._indexed_tools is not None:
             self.tool_records = [tool_record(t) for t in self._indexed_tools]
@@ -139,7 +139,7 @@ class Pipeline:
         """A saved pipeline; its tool records and catalogue summary where it was saved with them (an older
         index without ``tools.jsonl`` loads with ``tool_records = None``)."""
         from toolret.registry import load_component
-        from toolret.serving.tools import TOOLS_FILE, read_tools
+        from toolret.catalog.tool_records import TOOLS_FILE, read_tools
 
         path = Path(path)
         meta_file = path / PIPELINE_FILE

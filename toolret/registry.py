@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import importlib
 import os
-import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from importlib.metadata import entry_points
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -278,6 +278,7 @@ _METHODS: dict[str, Method] = {}
 _PLUGINS: dict[str, str] = {}  # imported plugin module -> where it was configured
 _loaded = False
 PLUGINS_ENV = "TOOLRET_PLUGINS"
+METHODS_ENTRY_POINTS = "toolret.methods"  # the methods shipped with toolret (pyproject.toml)
 
 # what a method registers, by kind: the names it gives each (unique across methods)
 _KINDS: dict[str, Callable[[Method], list[str]]] = {
@@ -421,7 +422,8 @@ def cli_commands() -> list[CliCommand]:
 
 
 def load_plugins() -> None:
-    """Import ``toolret.methods.*`` so every method registers itself (cheap: heavy imports are lazy), then
+    """Import the methods shipped with toolret (the ``toolret.methods`` entry points of ``pyproject.toml``) so
+    every method registers itself (cheap: heavy imports are lazy), then
     the plugins (:func:`import_plugins`): on the first call those of the project ``params.yaml``'s
     ``plugins:`` list (the raw key, read before any validation), then those of ``$TOOLRET_PLUGINS``
     (comma-separated, read on every call). A params file validated later imports its own ``plugins:``
@@ -429,10 +431,12 @@ def load_plugins() -> None:
     params naming them are validated."""
     global _loaded
     if not _loaded:
-        import toolret.methods as methods_pkg
-
-        for info in sorted(pkgutil.iter_modules(methods_pkg.__path__), key=lambda i: i.name):
-            importlib.import_module(f"toolret.methods.{info.name}")
+        builtin = sorted(entry_points(group=METHODS_ENTRY_POINTS), key=lambda ep: ep.name)
+        if not builtin:
+            raise CatalogError(f"no {METHODS_ENTRY_POINTS!r} entry points: toolret is not installed "
+                               "(`make setup`, or `pip install -e .` in the checkout)")
+        for ep in builtin:
+            importlib.import_module(ep.value)
         data, path = read_params_file()
         if isinstance(data.get("plugins"), list):  # another type: validation names the bad key
             import_plugins(data["plugins"], f"{path}: plugins")

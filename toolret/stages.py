@@ -2,7 +2,7 @@
 
 Every stage belongs to a method's :class:`~toolret.registry.Method` (the core ones -- catalog, clean,
 synthesize, index / evaluate of ``params.methods`` on every dataset, dense-ft's index / evaluate -- to
-:mod:`toolret.methods.core`); this module holds the stage factories (:func:`index_and_evaluate`) and
+:mod:`toolret.methods.core`); the methods build them with :mod:`toolret.stage_templates`, this module
 renders them: ``toolret stages`` writes ``dvc.yaml``; a test checks the committed file is what the
 registry generates. It imports the registry, never the other way round.
 
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from toolret.registry import StageTemplate
+from toolret.stage_templates import param_value
 
 PACKAGE = "toolret"
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,70 +39,6 @@ HEADER = """\
 # params (`trained_on`, `toolrerank`'s training catalogues and grids): regenerate after editing those.
 """
 
-
-def model_dep(training: str, component: str) -> str:
-    """``component``'s artifact trained on ``training`` (:func:`toolret.paths.model_dir`) as a DVC dep path."""
-    from toolret.paths import data_dir, model_dir
-
-    return (Path("data") / model_dir(training, component).relative_to(data_dir())).as_posix()
-
-
-def dense_ft_deps(params: Any, catalogue: str) -> tuple[str, ...]:
-    """The dense-ft a catalogue's learning components read (its ``trained_on`` entry, else its own), as DVC
-    deps: ``data/models/<training>/dense-ft``, plus ``data/curated/<training>`` where that is another
-    catalogue (loading the artifact checks its key against that catalogue's train split)."""
-    training = (param_value(params, "trained_on") or {}).get(catalogue, catalogue)
-    model = model_dep(training, "dense-ft")
-    return (model,) if training == catalogue else (model, f"data/curated/{training}")
-
-
-def index_and_evaluate(method: str, *, names: tuple[str, str], orders: tuple[int, int], index_desc: str,
-                       evaluate_desc: str, foreach: str | None = None, matrix: dict[str, Any] | None = None,
-                       components_param: str | None = None, options: str = "", deps: tuple[str, ...] = (),
-                       params: tuple[str, ...] = (), dataset: str = "${item}", keep: Any = None,
-                       params_deps: Any = None) -> tuple[StageTemplate, StageTemplate]:
-    """The two stages that save a method's pipeline on each dataset of ``foreach`` (or each cell of
-    ``matrix``) and evaluate it on the test split: ``toolret index --method <method><options>`` into
-    ``data/indexes/<ds>/<method>`` (``deps``: the trained artifacts it reads; ``params``: the sections it
-    reads), then ``toolret evaluate-index`` into ``data/runs/<ds>/<method>``. ``names`` / ``orders``: the
-    (index, evaluate) stage names and orders; ``dataset`` / ``method``: the evaluated dataset's and the
-    method's variables (``${key}`` when ``foreach`` is a mapping whose values name something else, e.g. the
-    training catalogue of ``trained_on``; ``${item.method}`` in a matrix, whose components are then the
-    params list ``components_param``). ``keep``: the ``foreach`` items evaluated (:class:`StageTemplate`);
-    ``params_deps``: the index's deps read from params. The templates name this module as the one that wrote
-    them (a code dep of the stages), not the method listing them."""
-    index = f"data/indexes/{dataset}/{method}"
-    components = () if components_param else (method,)
-    loop = {"foreach": foreach, "matrix": matrix, "components_param": components_param, "keep": keep}
-    return (StageTemplate(
-        name=names[0], order=orders[0], desc=index_desc, params_deps=params_deps, **loop,
-        cmd=f"toolret index --catalog data/curated/{dataset} --method {method}{options} --out {index}",
-        entry="toolret.cli:cmd_index", components=components,
-        deps=(f"data/curated/{dataset}", *deps), params=params, outs=(index,), module=__name__,
-    ), StageTemplate(
-        name=names[1], order=orders[1], desc=evaluate_desc, **loop,
-        cmd=f"toolret evaluate-index --catalog data/curated/{dataset} --index {index} "
-            f"--out data/runs/{dataset}/{method}",
-        entry="toolret.cli:cmd_evaluate_index", components=components,
-        deps=(f"data/curated/{dataset}", index), params=("evaluation",), outs=(f"data/runs/{dataset}/{method}",),
-        module=__name__,
-    ))
-
-
-def ablation_grid(method: str, *, grid: str, order: int, desc: str, components: tuple[str, ...],
-                  deps: tuple[str, ...] = (), params: tuple[str, ...] = (), outs: tuple[str, ...] = (),
-                  costly: bool = False, params_deps: Any = None) -> StageTemplate:
-    """The stage evaluating every row of a method's params grid (``toolret evaluate-grid --grid <grid>``) on
-    each dataset of ``<method>_datasets`` into ``data/runs/<ds>/<method>-ablations`` (``deps``: what it reads
-    beside the curated catalogue; ``outs``: anything it writes beside the runs, e.g. the rows' models)."""
-    return StageTemplate(
-        name=f"{method}_ablations", order=order, costly=costly, foreach=f"${{{method}_datasets}}", desc=desc,
-        cmd=f"toolret evaluate-grid --catalog data/curated/${{item}} --grid {grid} "
-            f"--out data/runs/${{item}}/{method}-ablations",
-        entry="toolret.cli:cmd_evaluate_grid", components=components, deps=("data/curated/${item}", *deps),
-        params=params, outs=(f"data/runs/${{item}}/{method}-ablations", *outs), module=__name__,
-        params_deps=params_deps,
-    )
 
 # ------------------------------------------------------------------------------ import graph
 def _package_roots() -> dict[str, Path]:
@@ -271,14 +208,6 @@ def _dep_path(path: Path) -> str:
 
 
 # ------------------------------------------------------------------------------ dvc.yaml
-def param_value(params: Any, dotted: str) -> Any:
-    """``params`` (validated model or dict) at a dotted key, ``None`` where absent."""
-    value: Any = params
-    for part in dotted.split("."):
-        value = value.get(part) if isinstance(value, dict) else getattr(value, part, None)
-    return value
-
-
 def _foreach_value(t: StageTemplate, params: Any) -> Any:
     """The params list or mapping ``foreach`` names, less the items ``keep`` drops."""
     ref = t.foreach or ""
@@ -357,5 +286,4 @@ def write_dvc_yaml(path: str | Path, params: Any = None) -> bool:
     return True
 
 
-__all__ = ["ablation_grid", "code_deps", "entry_imports", "import_closure", "index_and_evaluate",
-           "render_dvc_yaml", "write_dvc_yaml"]
+__all__ = ["code_deps", "entry_imports", "import_closure", "render_dvc_yaml", "write_dvc_yaml"]

@@ -93,7 +93,7 @@ def test_openapi_import_with_queries_evaluates(tmp_path):
 
 def test_openapi_import_without_queries_is_a_serving_catalogue(tmp_path):
     from toolret.catalog.validation import validate_catalog
-    from toolret.serving.tools import read_tools
+    from toolret.catalog.tool_records import read_tools
 
     out = tmp_path / "library"
     assert main(["import-openapi", "--spec", str(SPEC), "--out", str(out), "--name", "lib"]) == 0
@@ -285,7 +285,7 @@ def test_dense_reindex_after_an_api_change_encodes_only_the_changed_operation(tm
     from toolret.pipeline import Pipeline
     from toolret.retrieval.dense import DenseRetriever
     from toolret.retrieval.embedding_store import text_key
-    from toolret.serving.tools import read_tools
+    from toolret.catalog.tool_records import read_tools
 
     store = tmp_path / "embeddings"
     encoded: list[str] = []  # every text the encoder is asked for (`toolret index` runs in this process)

@@ -90,7 +90,7 @@ def test_comparison_report(tmp_path: Path, results: list[Path]) -> None:
 
 
 def test_provenance(tmp_path: Path) -> None:
-    from toolret.tracking.provenance import dvc_md5, git_state, sha256_file, stage_versions
+    from toolret.provenance import dvc_md5, git_state, sha256_file, stage_versions
 
     lock = {"schema": "2.0", "stages": {"evaluate@a-b": {
         "cmd": "x", "deps": [{"path": "data/curated/a", "md5": "d1.dir"}],

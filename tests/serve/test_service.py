@@ -12,7 +12,7 @@ import pytest
 from serve_helpers import build_index
 
 from toolret.catalog.model import Tool
-from toolret.serving.tools import parse_toolbench_document, tool_record
+from toolret.catalog.tool_records import parse_toolbench_document, tool_record
 
 pytestmark = pytest.mark.integration
 

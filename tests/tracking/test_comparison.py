@@ -184,6 +184,25 @@ def test_comparison_run_is_described_in_its_own_experiment_with_few_metrics(tmp_
     assert all(f"| sys-{i:02d}/original |" in description for i in range(25))
 
 
+def test_the_description_renders_as_a_table_whose_reference_marker_is_no_link(tmp_path: Path) -> None:
+    """MLflow's description renderer reads ``[text] (x)`` as a link (the "(ref)" marker vanished): the cells'
+    brackets are escaped, a CommonMark + tables renderer shows one table row per system, no link, every "(ref)"."""
+    import re
+
+    from markdown_it import MarkdownIt
+
+    from toolret.tracking import compare_results
+
+    cmp = compare_results("toy", _many_systems(tmp_path, 4), n_samples=100)
+    description = cmp.description()
+    assert "(ref)" in description
+    assert not re.search(r"(?<!\\)\[[^\]\n]*(?<!\\)\]\s*\(", description)  # no lenient-renderer link
+    html = MarkdownIt("commonmark").enable("table").render(description)
+    assert "<a " not in html and html.count("<table>") == 1
+    assert html.count("<tr>") == 1 + len(cmp.systems)  # the header and a row per system
+    assert html.count("(ref)") == description.count("(ref)") and "[0." in html  # the CI shown as written
+
+
 def test_chart_has_a_labelled_panel_per_headline_metric_and_the_legend_outside(tmp_path: Path) -> None:
     import matplotlib.pyplot as plt
 

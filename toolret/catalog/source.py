@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from toolret.catalog.model import CatalogError
-from toolret.tracking.provenance import sha256_file
+from toolret.provenance import sha256_file
 
 DEFAULT_SOURCE_ROOT = "../shared/datasets"
 

@@ -3,7 +3,7 @@
 - A tool of server ``s`` named ``t`` is ``s__t`` (``id``, what ``call_tool`` takes); its server and original
   name are kept as fields. The catalogue tool comes from the MCP importer's own conversion
   (:func:`toolret.catalog.importers.mcp.mcp_tool`: the document, the input schema) and the record agents see
-  from the serving code's (:func:`toolret.serving.tools.tool_record`).
+  from the serving code's (:func:`toolret.catalog.tool_records.tool_record`).
 - :meth:`GatewayIndex.update` takes one server's current ``tools/list`` and diffs it against what the index
   holds for that server (added / removed / changed, by a fingerprint of each tool's document and metadata).
   Nothing changed: nothing is done. Else only the changed tools' entries are rebuilt and the pipeline is
@@ -61,7 +61,7 @@ class Diff:
 def gateway_tool(server: str, mcp_tool_obj: Any) -> GatewayTool:
     """One upstream MCP tool as a namespaced catalogue tool and served record."""
     from toolret.catalog.importers.mcp import mcp_tool
-    from toolret.serving.tools import tool_record
+    from toolret.catalog.tool_records import tool_record
 
     base = mcp_tool(mcp_tool_obj, server)
     tool_id = f"{server}{SEPARATOR}{base.id}"

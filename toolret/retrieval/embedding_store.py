@@ -41,7 +41,7 @@ def text_key(text: str) -> str:
 def encoder_fingerprint(config) -> str:
     """Identity of a ``DenseConfig``'s embedding function (weights, max length, normalisation, device)."""
     from toolret.retrieval.models import resolve_encoder
-    from toolret.tracking.provenance import sha256_tree
+    from toolret.provenance import sha256_tree
 
     ident = {
         "weights": sha256_tree(resolve_encoder(config.model)),

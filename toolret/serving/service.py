@@ -132,7 +132,7 @@ class Loaded:
 
     def __init__(self, index_dir: str | Path, catalog_dir: str | Path | None = None) -> None:
         from toolret.pipeline import Pipeline
-        from toolret.serving.tools import catalog_summary, id_record, tool_record
+        from toolret.catalog.tool_records import catalog_summary, id_record, tool_record
 
         self.index_dir = Path(index_dir)
         self.pipeline = Pipeline.load(self.index_dir)
@@ -167,7 +167,7 @@ class Loaded:
     def hit(self, tool_id: str, score: float, include_schema: bool) -> dict[str, Any]:
         r = self.records.get(tool_id)
         if r is None:  # a reranker added a tool beyond the index (never in the shipped ones)
-            from toolret.serving.tools import id_record
+            from toolret.catalog.tool_records import id_record
 
             r = id_record(tool_id)
         hit = {"tool_id": tool_id, "name": r["name"], "tool": r.get("tool"), "category": r.get("category"),

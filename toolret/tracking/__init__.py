@@ -1,4 +1,4 @@
-"""MLflow tracking of evaluation runs and comparison reports, plus provenance helpers.
+"""MLflow tracking of evaluation runs and comparison reports (provenance helpers: :mod:`toolret.provenance`).
 
 No Dagster import anywhere in this package; MLflow and matplotlib are imported inside functions.
 Logging is idempotent (same inputs -> the same run); trained models under ``data/models/`` are
@@ -10,10 +10,7 @@ Typical use::
     run_id = log_evaluation_run("data/runs/toollens/bm25/original.json", None, tags={"dagster.run_id": rid})
     report = log_comparison_report("toollens", ["data/runs/toollens/bm25/original.json", ...])
 
-The names below are loaded on first use: importing :mod:`toolret.tracking.provenance` (as the
-catalog and evaluation code do) executes only that module, not the MLflow reporting code. So the
-reporting code is no code dependency of the DVC stages (``toolret/stages.py`` reads imports from the
-source); stage code imports the submodule it uses (``from toolret.tracking.provenance import ...``).
+The names below are loaded on first use, so that ``import toolret.tracking`` stays light.
 """
 
 from __future__ import annotations
@@ -31,11 +28,6 @@ _EXPORTS = {
     "load_result": "evaluation",
     "log_evaluation_run": "evaluation",
     "per_query_path_for": "evaluation",
-    "dvc_md5": "provenance",
-    "git_state": "provenance",
-    "read_dvc_lock": "provenance",
-    "sha256_file": "provenance",
-    "stage_versions": "provenance",
     "register_models": "registry",
     "log_reproduction_matrix": "reproduction",
     "registered_model_name": "registry",

@@ -35,7 +35,7 @@ import numpy as np
 
 from toolret.evaluate_api import EvalResult, collapse_identical, compare
 from toolret.tracking.evaluation import LOG_FORMAT, load_per_query, load_result, per_query_path_for
-from toolret.tracking.provenance import git_state, sha256_file
+from toolret.provenance import git_state, sha256_file
 from toolret.tracking.store import (INPUTS_TAG, digest, find_run, get_client, get_or_create_experiment, make_current,
                                     safe_key)
 
@@ -174,7 +174,7 @@ class Comparison:
         lines = ["| " + " | ".join(["system", *cols]) + " |", "|" + "---|" * (len(cols) + 1)]
         rows = list(table.iterrows())
         for label, row in rows[:max_rows]:
-            cells = [str(row[c]) if ci else _without_ci(str(row[c])) for c in cols]
+            cells = [_escape_brackets(str(row[c]) if ci else _without_ci(str(row[c]))) for c in cols]
             lines.append("| " + " | ".join([str(label), *cells]) + " |")
         if max_rows is not None and len(rows) > max_rows:
             lines.append(f"| … {len(rows) - max_rows} more systems in report/comparison.md |" + " |" * len(cols))
@@ -229,6 +229,12 @@ class Comparison:
                 + (f"<h2>Paired tests vs the reference (raw and Holm-adjusted p-values)</h2>\n{tests}\n"
                    if tests else "")
                 + "</body>\n</html>\n")
+
+
+def _escape_brackets(cell: str) -> str:
+    """``[lo, hi] (ref)`` with its brackets escaped: lenient markdown renderers (MLflow's run description) read
+    ``[text] (x)`` as a link and drop the ``(ref)`` marker; every renderer shows ``\\[`` as ``[``."""
+    return cell.replace("[", "\\[").replace("]", "\\]")
 
 
 def _without_ci(cell: str) -> str:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from toolret.tracking.lineage import producing_stage, stage_params, upstream_stages
-from toolret.tracking.provenance import dvc_md5, git_state, read_dvc_lock, sha256_file
+from toolret.provenance import dvc_md5, git_state, read_dvc_lock, sha256_file
 from toolret.tracking.store import (INPUTS_TAG, digest, find_run, flatten, get_client, get_or_create_experiment,
                                     make_current, safe_key)
 

@@ -1,6 +1,6 @@
 """Lineage of a DVC output from ``dvc.lock``: which stage wrote it, what it read, the params it declared.
 
-Reporting code only (MLflow runs, the model registry); kept out of :mod:`toolret.tracking.provenance`,
+Reporting code only (MLflow runs, the model registry); kept out of :mod:`toolret.provenance`,
 which the DVC stages themselves import (so editing this module does not make every stage stale).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from toolret.tracking.provenance import _entries
+from toolret.provenance import _entries
 
 
 def _under(path: str, root: str) -> bool:

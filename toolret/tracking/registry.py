@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from toolret.tracking.lineage import upstream_stages
-from toolret.tracking.provenance import read_dvc_lock
+from toolret.provenance import read_dvc_lock
 
 MODELS_ROOT = "data/models"
 _NAME_BAD = re.compile(r"[^A-Za-z0-9_.\-]")

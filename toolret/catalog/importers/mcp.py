@@ -9,7 +9,7 @@ per MCP tool:
   tool; no category;
 - ``docs["original"]``: name and title, description, and each input property (type, required or not,
   description) of its input schema;
-- ``metadata``: ``input_schema`` verbatim (served to agents as is, :mod:`toolret.serving.tools`),
+- ``metadata``: ``input_schema`` verbatim (served to agents as is, :mod:`toolret.catalog.tool_records`),
   ``description``, ``title``, ``server``, ``annotations`` / ``output_schema`` where the tool has them.
 
 Errors (:class:`CatalogError`) name the command or URL: the server cannot be started or reached, does not

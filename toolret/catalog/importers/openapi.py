@@ -276,7 +276,7 @@ def import_openapi(spec: str | Path, *, name: str | None = None, queries: str | 
     """The validated catalogue of an OpenAPI 3 file (``name``: default the slug of ``info.title``;
     ``queries``: a queries file, see :mod:`toolret.catalog.importers.queries`)."""
     from toolret.catalog.importers.queries import imported_catalog
-    from toolret.tracking.provenance import sha256_file
+    from toolret.provenance import sha256_file
 
     spec = Path(spec)
     doc = load_spec(spec)

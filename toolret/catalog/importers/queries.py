@@ -17,7 +17,7 @@ from typing import Any
 
 from toolret.catalog.loaders._read import iter_records, require_text
 from toolret.catalog.model import Catalog, CatalogError, Query, Tool
-from toolret.tracking.provenance import sha256_file
+from toolret.provenance import sha256_file
 
 QUERY_FIELDS = {"_id", "text", "gold"}
 

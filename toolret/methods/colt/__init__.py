@@ -21,7 +21,7 @@ from pathlib import Path
 from toolret.methods.colt.config import ColtSection
 from toolret.registry import (BuildContext, Component, Method, NamedPipeline, Section, StageTemplate, in_git,
                               loads, register_method)
-from toolret.stages import ablation_grid, index_and_evaluate
+from toolret.stage_templates import ablation_grid, index_and_evaluate
 
 
 def semantic_encoder(ctx: BuildContext, spec: str):

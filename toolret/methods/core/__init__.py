@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from toolret.registry import Method, StageTemplate, register_method
-from toolret.stages import index_and_evaluate, param_value
+from toolret.stage_templates import index_and_evaluate, param_value
 
 
 def evaluated(params: Any, catalogue: str) -> bool:

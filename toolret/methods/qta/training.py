@@ -5,8 +5,8 @@ saves it atomically to ``out`` (``adapter_config.json`` + ``adapter_model.safete
 ``qta.json``: the training key, data digest, step history). Checkpoints go to a work folder beside
 ``out`` (``.<name>.work-<key>``, outside the DVC output), every ``save_steps`` steps; a rerun with the
 same data and settings resumes from the last complete checkpoint after a kill -9. Loss, reward margins
-and accuracies of every step are logged to MLflow (``cfg.mlflow``), into one run per adapter that a
-resumed training continues.
+and accuracies of every step go to the installed training loggers (``cfg.mlflow``; :mod:`toolret.training_log`:
+MLflow when run from the CLI), one run per adapter that a resumed training continues.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 
 from toolret.atomic import atomic_directory, write_json
 from toolret.methods.qta.config import QTAConfig
+from toolret.training_log import training_loggers
 
 EXPERIMENT = "toolret-qta-training"
 LOGGED = ("loss", "rewards/margins", "rewards/accuracies", "rewards/chosen", "rewards/rejected", "logps/chosen",
@@ -42,52 +43,6 @@ def last_complete_checkpoint(work: Path) -> str | None:
     from toolret.retrieval.finetune import last_complete_checkpoint as last
 
     return last(work)
-
-
-class _MLflowSteps:
-    """A ``TrainerCallback`` logging every logged step's DPO metrics to one MLflow run (resumed by id)."""
-
-    def __init__(self, run_name: str, params: dict[str, Any], run_id_file: Path) -> None:
-        self.run_name, self.params, self.run_id_file = run_name, params, run_id_file
-        self.client = self.run_id = None
-
-    def _start(self) -> None:
-        from toolret.tracking.store import get_client, get_or_create_experiment
-
-        self.client = get_client()
-        if self.run_id_file.is_file():
-            self.run_id = self.run_id_file.read_text(encoding="utf-8").strip()
-            return
-        exp = get_or_create_experiment(self.client, EXPERIMENT)
-        run = self.client.create_run(exp, run_name=self.run_name, tags={"toolret.method": "qta"})
-        self.run_id = run.info.run_id
-        for k, v in self.params.items():
-            self.client.log_param(self.run_id, k, json.dumps(v) if isinstance(v, (list, dict)) else v)
-        self.run_id_file.parent.mkdir(parents=True, exist_ok=True)
-        self.run_id_file.write_text(self.run_id, encoding="utf-8")
-
-    def callback(self):
-        from transformers import TrainerCallback
-
-        outer = self
-
-        class Callback(TrainerCallback):
-            def on_train_begin(self, args, state, control, **kwargs):
-                outer._start()
-
-            def on_log(self, args, state, control, logs=None, **kwargs):
-                for key in LOGGED:
-                    if logs and key in logs:
-                        outer.client.log_metric(outer.run_id, key.replace("/", "_"), float(logs[key]),
-                                                step=state.global_step)
-
-        return Callback()
-
-    def finish(self, adapter: Path) -> None:
-        if self.client is None:
-            return
-        self.client.log_artifacts(self.run_id, str(adapter), artifact_path="adapter")
-        self.client.set_terminated(self.run_id)
 
 
 def _lora_targets(targets: str | list[str]):
@@ -132,10 +87,10 @@ def train_adapter(pairs: Sequence[dict[str, Any]], cfg: QTAConfig, m: int, out: 
         save_total_limit=2, report_to="none", seed=cfg.seed, data_seed=cfg.seed, disable_tqdm=not progress,
         dataloader_num_workers=0,
     )
-    logger = _MLflowSteps(run_name, {**cfg.training_key(m), "n_pairs": len(pairs), **(extra or {})},
-                          work / "mlflow_run_id") if cfg.mlflow else None
+    loggers = training_loggers(EXPERIMENT, run_name, {**cfg.training_key(m), "n_pairs": len(pairs), **(extra or {})},
+                               work) if cfg.mlflow else []
     trainer = DPOTrainer(model, args=args, train_dataset=Dataset.from_list(list(pairs)), processing_class=tok,
-                         peft_config=lora, callbacks=[logger.callback()] if logger else None)
+                         peft_config=lora, callbacks=[logger.callback() for logger in loggers] or None)
     resume = last_complete_checkpoint(work)
     t0 = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=resume)
@@ -153,7 +108,7 @@ def train_adapter(pairs: Sequence[dict[str, Any]], cfg: QTAConfig, m: int, out: 
     write_json(run_info_path(out / "qta.json"), {"resumed_from": Path(resume).name if resume else None,
                                                  "train_seconds": round(seconds, 1),
                                                  "seconds_per_step": round(seconds / max(1, result.global_step), 2)})
-    if logger:
+    for logger in loggers:
         logger.finish(out)
     shutil.rmtree(work, ignore_errors=True)
     return report

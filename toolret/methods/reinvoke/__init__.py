@@ -21,7 +21,7 @@ from pathlib import Path
 from toolret.methods.reinvoke.config import ReInvokeSection
 from toolret.registry import (BuildContext, CliCommand, Component, Method, NamedPipeline, Section, StageTemplate,
                               in_git, loads, register_method)
-from toolret.stages import ablation_grid
+from toolret.stage_templates import ablation_grid
 
 ARTIFACTS = "reinvoke"  # data/reinvoke/<dataset>/{synthetic_queries,intents,hyde}.jsonl
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from toolret.methods.toolrerank.config import ToolRerankSection, TrainingConfig
 from toolret.registry import (BuildContext, CliCommand, Component, Method, NamedPipeline, Section, StageTemplate,
                               in_git, loads, register_method)
-from toolret.stages import ablation_grid, dense_ft_deps, index_and_evaluate, model_dep
+from toolret.stage_templates import ablation_grid, dense_ft_deps, index_and_evaluate, model_dep
 
 RERANK_M = (10, 30, 50)
 

@@ -212,7 +212,7 @@ def train_cross_encoder(examples: Sequence[tuple], out_dir: str | Path, *, base_
 
 def model_fingerprint(folder: str | Path, max_length: int, quantize: bool = False) -> str:
     """Identity of a scoring function: the model folder's content hash, the input length, int8 or not."""
-    from toolret.tracking.provenance import sha256_tree
+    from toolret.provenance import sha256_tree
 
     ident = {"weights": sha256_tree(folder), "max_length": max_length, "activation": "sigmoid"}
     if quantize:
