@@ -79,6 +79,9 @@ class GatewayIndex:
         self.spec, self.saved, self.params = pipeline, index, params
         self._servers: dict[str, dict[str, GatewayTool]] = {}  # server -> original name -> tool
         self._tools: dict[str, GatewayTool] = {}                # id -> tool, in index order
+        self._by_name: dict[str, list[GatewayTool]] = {}        # original name -> tools (several servers may share it)
+        self._by_lower: dict[str, list[GatewayTool]] = {}       # lower-cased id / name -> tools
+        self._per_server: dict[str, int] = {}                   # server -> tool count
         self._pipeline: Any = None
         self._lock = threading.Lock()
         self.generation = 0  # bumped on every re-index
@@ -101,7 +104,20 @@ class GatewayIndex:
         """The tools ``name`` names: its id; else every tool with that original name."""
         if name in self._tools:
             return [self._tools[name]]
-        return [t for t in self._tools.values() if t.name == name]
+        return list(self._by_name.get(name, ()))
+
+    def _set(self, servers: dict[str, dict[str, GatewayTool]]) -> None:
+        """Hold ``servers``' tools, with the lookups a search reads (built here once, not per query: a search
+        over 46,879 tools must not walk them all)."""
+        tools = {t.id: t for s in servers.values() for t in s.values()}
+        by_name: dict[str, list[GatewayTool]] = {}
+        by_lower: dict[str, list[GatewayTool]] = {}
+        for t in tools.values():
+            by_name.setdefault(t.name, []).append(t)
+            for key in dict.fromkeys((t.id.lower(), t.name.lower())):
+                by_lower.setdefault(key, []).append(t)
+        self._servers, self._tools, self._by_name, self._by_lower = servers, tools, by_name, by_lower
+        self._per_server = {name: len(s) for name, s in servers.items()}
 
     # ------------------------------------------------------------------ updates
     def update(self, server: str, listed: list[Any]) -> Diff:
@@ -124,13 +140,13 @@ class GatewayIndex:
             if not diff:
                 return diff
             # unchanged tools keep their entries; only added / changed ones are new
-            before = (dict(self._servers), self._tools)
-            self._servers[server] = {n: (old[n] if n in old and n not in diff.changed else gt) for n, gt in new.items()}
-            self._tools = {t.id: t for s in self._servers.values() for t in s.values()}
+            before = dict(self._servers)
+            self._set({**self._servers,
+                       server: {n: (old[n] if n in old and n not in diff.changed else gt) for n, gt in new.items()}})
             try:
                 self._reindex()
             except BaseException:  # the index keeps serving what it held (the caller retries this server)
-                self._servers, self._tools = before
+                self._set(before)
                 if self._pipeline is not None and self._tools:
                     self._reindex()
                 raise
@@ -172,7 +188,7 @@ class GatewayIndex:
         names = [n.strip() for n in q[len(SELECT):].split(",")] if select else [q]
         found: list[GatewayTool] = []
         for n in names:
-            hits = self.resolve(n) or [t for t in self._tools.values() if n.lower() in (t.id.lower(), t.name.lower())]
+            hits = self.resolve(n) or list(self._by_lower.get(n.lower(), ()))
             found += [t for t in hits if t not in found]
         return found, select
 
@@ -185,11 +201,11 @@ class GatewayIndex:
             def eligible(t: GatewayTool) -> bool:
                 return t.server not in down and (server is None or t.server == server)
 
-            withheld = sum(1 for t in self._tools.values() if t.server in down and server in (None, t.server))
+            withheld = sum(n for s, n in self._per_server.items() if s in down and server in (None, s))
             named, select = self._named(query)
             scores: dict[str, float | None] = {}
             if not select and self._tools and self._pipeline is not None:
-                hidden = sum(1 for t in self._tools.values() if not eligible(t))
+                hidden = sum(n for s, n in self._per_server.items() if s in down or server not in (None, s))
                 ranking = self._pipeline.search([query], min(len(self._tools), k + hidden))
                 for i, s in zip(ranking.indices[0], ranking.scores[0]):
                     if i >= 0 and ranking.tool_ids[i] in self._tools:
