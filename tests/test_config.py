@@ -7,7 +7,7 @@ import yaml
 
 from toolret.cli import main
 from toolret.config import apply_overrides, load_params, validate_params
-from toolret.paths import ConfigError
+from toolret.errors import ConfigError
 
 
 def _write(tmp_path, data):

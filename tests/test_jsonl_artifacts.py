@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from toolret.catalog.model import CatalogError
+from toolret.errors import CatalogError
 from toolret.jsonl_artifacts import meta_path, read_jsonl, write_jsonl
 
 

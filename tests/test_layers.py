@@ -27,7 +27,7 @@ LAYERS = {
     "toolret.catalog": CORE, "toolret.roles": CORE, "toolret.pipeline": CORE, "toolret.evaluation": CORE,
     "toolret.evaluate_api": CORE, "toolret.config": CORE, "toolret.registry": CORE, "toolret.stage_templates": CORE,
     "toolret.jsonl_artifacts": CORE, "toolret.report_file": CORE, "toolret.grid_report": CORE,
-    "toolret.provenance": CORE, "toolret.training_log": CORE,
+    "toolret.provenance": CORE, "toolret.training_log": CORE, "toolret.errors": CORE,
     "toolret.retrieval.base": CORE,  # the Retriever interface every component implements
     "toolret.retrieval": COMPONENTS, "toolret.methods": COMPONENTS, "toolret.llm": COMPONENTS,
     "toolret.catalog.synthetic": COMPONENTS,  # writes training catalogues with the LLM and BM25

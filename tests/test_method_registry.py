@@ -11,7 +11,7 @@ import pytest
 
 import toolret.methods
 import toolret.registry as reg
-from toolret.catalog.model import CatalogError
+from toolret.errors import CatalogError
 from toolret.config import StrictModel, load_params
 from toolret.registry import CliCommand, Component, Method, NamedPipeline, Section, StageTemplate, register_method
 

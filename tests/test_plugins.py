@@ -18,8 +18,8 @@ import yaml
 
 from dagster_project.definitions import build_definitions  # at import: its package builds the repo's definitions
 from make_fixture import fixture_records, write_fixture_catalog
-from toolret.catalog.model import CatalogError
 from toolret.cli import main
+from toolret.errors import CatalogError
 
 pytestmark = pytest.mark.integration
 
@@ -292,7 +292,7 @@ def test_plugin_configured_by_environment(project: Path, registry, monkeypatch: 
     del data["plugins"]
     (project / "params.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     from toolret.config import load_params
-    from toolret.paths import ConfigError
+    from toolret.errors import ConfigError
 
     with pytest.raises(ConfigError, match="unknown key 'toy'"):  # a plugin's section needs the plugin
         load_params()

@@ -61,3 +61,14 @@ def _params(**bm25):
     from toolret.config import apply_overrides, validate_params
 
     return apply_overrides(validate_params({}), {f"bm25.{k}": v for k, v in bm25.items()})
+
+
+def test_one_error_type_catches_what_toolret_refuses(tmp_path) -> None:
+    """A missing catalogue (CatalogError), a malformed evaluation input (EvaluationError): both ToolretError."""
+    import toolret
+    from toolret.evaluate_api import Qrels
+
+    with pytest.raises(toolret.ToolretError, match="nowhere"):
+        toolret.load_catalog(tmp_path / "nowhere")
+    with pytest.raises(toolret.ToolretError):
+        Qrels({"q1": {"": 1}})

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from toolret.reproduce import (MatrixError, check, check_lines, headline_table, load_matrix, read_cell,
-                               render_readme, run)
+from toolret.errors import MatrixError
+from toolret.reproduce import check, check_lines, headline_table, load_matrix, read_cell, render_readme, run
 from toolret.stages import ROOT
 
 
@@ -117,3 +117,16 @@ def test_mlflow_runs_carry_the_records_numbers_and_the_readme_the_same(tmp_path)
                        if f"| {r.cell.dataset} | {r.cell.label or r.cell.condition} | {r.cell.metric} |" in line
                        and f"[{r.cell.method}]" in line)
             assert f"| {run.data.metrics['value']:.3f}" in row
+
+
+def test_the_cli_prints_a_malformed_matrix_as_an_error_naming_the_file(tmp_path, capsys, monkeypatch) -> None:
+    """Every ToolretError (here a MatrixError, no CatalogError) leaves the CLI as one line and exit 2."""
+    from toolret.cli import main
+
+    (tmp_path / "matrix").mkdir()
+    (tmp_path / "matrix" / "bad.yaml").write_text("method: M\ncells: []\nexpectd: 1\n")
+    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    monkeypatch.setenv("TOOLRET_PROJECT_DIR", str(tmp_path))
+    assert main(["reproduce", "--check", "--from-records", "--matrix", "matrix"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("toolret: error: ") and "bad.yaml" in err and "expectd" in err and "Traceback" not in err

@@ -138,7 +138,7 @@ def test_dense_ft_is_trained_per_training_catalogue_and_evaluated_per_benchmark(
 
 
 def test_trained_on_must_name_a_dataset_dense_ft_is_trained_on():
-    from toolret.catalog.model import CatalogError
+    from toolret.errors import CatalogError
 
     params = load_params(ROOT / "params.yaml")
     with pytest.raises((ValueError, CatalogError), match="toolbench-g1-tool.*finetune_datasets"):

@@ -9,7 +9,8 @@ import pytest
 
 from toolret.catalog.loaders.beir import load_beir
 from toolret.cli import main
-from toolret.evaluate_api import EvaluationError, Qrels, Run
+from toolret.evaluate_api import Qrels, Run
+from toolret.errors import EvaluationError
 from toolret.evaluation import qrels_from_catalog, run_path_for
 
 

@@ -1,7 +1,7 @@
 """toolret: tool retrieval methods on one platform (catalogs, retrievers, metrics, reports).
 
 The public API (:mod:`toolret.api`): ``load_catalog``, ``Tool``, ``Catalog``, ``build``, ``evaluate``,
-``compare``, ``EvalResult``, ``ToolSearcher`` / ``ToolHit`` and ``adapt``; loaded on first use, so that
+``compare``, ``EvalResult``, ``ToolSearcher`` / ``ToolHit``, ``adapt`` and ``ToolretError``; loaded on first use, so that
 ``import toolret`` stays light.
 """
 
@@ -11,8 +11,8 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_API = ("Catalog", "EvalResult", "Tool", "ToolHit", "ToolSearcher", "adapt", "build", "compare", "evaluate",
-        "load_catalog")
+_API = ("Catalog", "EvalResult", "Tool", "ToolHit", "ToolSearcher", "ToolretError", "adapt", "build", "compare",
+        "evaluate", "load_catalog")
 
 
 def __getattr__(name: str) -> Any:

@@ -9,6 +9,8 @@
     >>> searcher.search("book a table for two tonight", k=3)[0].name
     >>> toolret.adapt("my-catalogue/", "adapted/")              # trained, selected, registered
 
+Errors: every error toolret raises on purpose is a ``toolret.ToolretError`` naming what to fix.
+
 Everything here is a thin, typed layer over the modules that do the work; the CLI, the server and the
 benchmarks call the same functions.
 """
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from toolret.catalog.model import Catalog, Tool
+from toolret.errors import ToolretError
 from toolret.evaluate_api import EvalResult, compare
 
 
@@ -131,4 +134,5 @@ def adapt(catalog: str | Path, out: str | Path, **kwargs: Any) -> dict[str, Any]
     return _adapt(catalog, out, **kwargs)
 
 
-__all__ = ["Catalog", "EvalResult", "Tool", "ToolHit", "ToolSearcher", "adapt", "build", "compare", "evaluate", "load_catalog"]
+__all__ = ["Catalog", "EvalResult", "Tool", "ToolHit", "ToolSearcher", "ToolretError", "adapt", "build", "compare",
+           "evaluate", "load_catalog"]

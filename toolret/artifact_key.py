@@ -18,13 +18,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from toolret.catalog.model import CatalogError
+from toolret.errors import CatalogError
+from toolret.errors import StaleArtifactError
 
 KEY_FILE = "artifact_key.json"
-
-
-class StaleArtifactError(CatalogError):
-    """A trained artifact whose recorded inputs differ from the current ones."""
 
 
 def fingerprint(obj: Any) -> str:

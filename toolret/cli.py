@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from toolret.catalog.model import CatalogError
+from toolret.errors import CatalogError, ToolretError
 from toolret.tracking.training_steps import install as install_mlflow_training_logger
 
 
@@ -412,13 +412,9 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
     """Check the reproduction matrix against the records (after rerunning its commands unless
     ``--from-records``) and / or render the README's headline table; exit 1 when a cell fails."""
     from toolret.paths import project_dir
-    from toolret.reproduce import MatrixError, run
+    from toolret.reproduce import run
 
-    try:
-        status = run(args, project_dir())
-    except MatrixError as err:
-        print(f"toolret: error: {err}", file=sys.stderr)
-        raise SystemExit(2) from err
+    status = run(args, project_dir())  # a malformed matrix: MatrixError, printed by main (exit 2)
     if status:
         raise SystemExit(status)
 
@@ -829,7 +825,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)  # the parser holds the methods' subcommands (plugins included)
         args.func(args)
-    except CatalogError as e:
+    except ToolretError as e:  # every error toolret raises on purpose names what to fix: no traceback
         print(f"toolret: error: {e}", file=sys.stderr)
         return 2
     return 0

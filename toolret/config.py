@@ -4,7 +4,7 @@ Every section of ``params.yaml`` is a pydantic model with ``extra="forbid"``; th
 source of defaults. Core sections are declared here; each registered component (``toolret.registry``)
 brings its own section model (``bm25:`` -> :class:`toolret.retrieval.bm25.BM25Config`, ``reinvoke:`` ->
 :class:`toolret.methods.reinvoke.config.ReInvokeSection` ...). :func:`load_params` validates the file:
-an unknown or mistyped key is a :class:`toolret.paths.ConfigError` naming the key and the file. The
+an unknown or mistyped key is a :class:`toolret.errors.ConfigError` naming the key and the file. The
 project's paths and the raw file are :mod:`toolret.paths`, shared with the registry (which this module
 imports; the registry never imports this one).
 
@@ -22,7 +22,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, PrivateAttr, model_validator
 
-from toolret.paths import ConfigError, read_params_file, under_project
+from toolret.paths import read_params_file, under_project
+from toolret.errors import ConfigError
 
 
 class StrictModel(BaseModel):

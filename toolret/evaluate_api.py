@@ -50,6 +50,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from toolret.errors import EvaluationError
+
 if TYPE_CHECKING:
     from toolret.retrieval.base import Ranking
 
@@ -58,10 +60,6 @@ DEFAULT_SEED = 13  # params.yaml evaluation.seed
 CUTOFF_FAMILIES = ("recall", "ndcg", "comp", "precision", "mrr")  # <family>@k; bare "mrr" has no cutoff
 _METRIC = re.compile(r"^(?P<family>[a-z]+)(?:@(?P<k>\d+))?$")
 _QRELS_HEADER = {"query-id", "query_id", "qid"}
-
-
-class EvaluationError(ValueError):
-    """Invalid evaluation input (qrels, run, metric names); the message names the query / file line."""
 
 
 def _check_id(value: Any, what: str, where: str) -> str:

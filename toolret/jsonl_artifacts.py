@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from toolret.atomic import atomic_path, write_json
-from toolret.catalog.model import CatalogError
+from toolret.errors import CatalogError
 
 
 def meta_path(path: str | Path) -> Path:

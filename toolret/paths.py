@@ -17,13 +17,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from toolret.catalog.model import CatalogError
+from toolret.errors import CatalogError
+from toolret.errors import ConfigError
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
-
-
-class ConfigError(CatalogError):
-    """A parameter file (or override) that does not validate; the message names the key and the file."""
 
 
 def project_dir() -> Path:

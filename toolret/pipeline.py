@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from toolret.atomic import atomic_directory
-from toolret.catalog.model import CatalogError
+from toolret.errors import CatalogError
 from toolret.retrieval.base import Ranking, default_query_ids
 from toolret.roles import Corpus, index_retriever
 

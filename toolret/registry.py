@@ -37,7 +37,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from toolret.catalog.model import CatalogError
+from toolret.errors import CatalogError
 from toolret.paths import data_dir, portable_path, project_dir, read_params_file
 from toolret.roles import ROLES
 

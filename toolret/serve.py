@@ -33,7 +33,8 @@ import threading
 from pathlib import Path
 from typing import Any, Optional
 
-from toolret.serving.service import Limits, RequestError, SearchService
+from toolret.serving.service import Limits, SearchService
+from toolret.errors import RequestError
 
 log = logging.getLogger("toolret.serve")
 
@@ -282,7 +283,7 @@ def serve(pipeline_dir: "str | Path", host: str = "127.0.0.1", port: int = 8000,
     """Run the app with uvicorn until SIGTERM / SIGINT (graceful: requests in flight finish)."""
     import uvicorn
 
-    from toolret.catalog.model import CatalogError
+    from toolret.errors import CatalogError
 
     limits = limits or Limits()
     app = create_app(pipeline_dir, catalog_dir=catalog_dir, limits=limits, host=host, admin_token=admin_token)

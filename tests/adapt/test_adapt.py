@@ -166,7 +166,8 @@ def test_readapt_generates_for_new_tools_only_and_mcp_serves_the_new_tool(adapte
 ])
 def test_bad_catalogues_are_refused_and_the_champion_stays(adapted, fixture_catalog, llm, spec, tmp_path, mutate,
                                                            message) -> None:
-    from toolret.adapt import AdaptInputError, adapt
+    from toolret.adapt import adapt
+    from toolret.errors import AdaptInputError
 
     out, _, uri = adapted
     directory, _ = fixture_catalog
@@ -179,7 +180,8 @@ def test_bad_catalogues_are_refused_and_the_champion_stays(adapted, fixture_cata
 
 
 def test_a_generator_server_that_is_down_is_named(fixture_catalog, tmp_path) -> None:
-    from toolret.adapt import AdaptInputError, GeneratorSpec, adapt
+    from toolret.adapt import GeneratorSpec, adapt
+    from toolret.errors import AdaptInputError
 
     directory, _ = fixture_catalog
     spec = GeneratorSpec(model="any-model", engine="openai", base_url="http://127.0.0.1:9/v1")

@@ -13,7 +13,7 @@ import pytest
 from toolret.catalog.cleanup import clean_catalog
 from toolret.catalog.io import save_catalog
 from toolret.catalog.loaders.beir import load_beir
-from toolret.catalog.model import CatalogError
+from toolret.errors import CatalogError
 from toolret.catalog.validation import validate_catalog
 
 

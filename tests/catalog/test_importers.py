@@ -17,7 +17,7 @@ import yaml
 from toolret.catalog.importers.mcp import import_mcp, list_server_tools
 from toolret.catalog.importers.openapi import import_openapi
 from toolret.catalog.io import load_catalog
-from toolret.catalog.model import CatalogError
+from toolret.errors import CatalogError
 from toolret.cli import main
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "serve"))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from toolret.catalog.model import CatalogError
+from toolret.errors import CatalogError
 from toolret.catalog.registry import DATASETS, load_dataset
 from toolret.catalog.source import source_root
 

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from toolret.catalog.io import load_catalog
-from toolret.catalog.model import Catalog, CatalogError, Query, Tool
+from toolret.catalog.model import Catalog, Query, Tool
+from toolret.errors import CatalogError
 from toolret.cli import main
 
 

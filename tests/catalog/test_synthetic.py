@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from toolret.catalog.model import Catalog, CatalogError, Query, Tool
+from toolret.catalog.model import Catalog, Query, Tool
+from toolret.errors import CatalogError
 from toolret.catalog.synthetic import holdout_tools, synthesize
 from toolret.config import SyntheticSpec
 

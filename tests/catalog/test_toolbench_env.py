@@ -15,7 +15,7 @@ from make_toolbench_env import ENV_PREFIX, write_manifest, write_toolbench_env_f
 from toolret.catalog.io import load_catalog, save_catalog
 from toolret.catalog.loaders.toolbench import api_document
 from toolret.catalog.loaders.toolbench_env import normalise_name, schema_template
-from toolret.catalog.model import CatalogError
+from toolret.errors import CatalogError
 from toolret.catalog.registry import DATASETS, load_dataset, source_dirs
 from toolret.catalog.source import source_root
 

@@ -9,7 +9,8 @@ import json
 import pytest
 
 from toolret.catalog.loaders.beir import load_beir
-from toolret.catalog.model import Catalog, CatalogError, Query
+from toolret.catalog.model import Catalog, Query
+from toolret.errors import CatalogError
 from toolret.catalog.validation import MAX_DOC_CHARS, ValidationReport, catalog_frames, validate_catalog
 
 

@@ -20,7 +20,7 @@ import anyio
 import anyio.from_thread
 import pytest
 
-from toolret.catalog.model import CatalogError
+from toolret.errors import CatalogError
 from toolret.gateway import Gateway, GatewayError, config_from_dict
 from toolret.gateway.receipts import ReceiptLog, read_receipts, summarise
 

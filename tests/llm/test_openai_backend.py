@@ -18,7 +18,8 @@ import pytest
 
 from toolret.llm.base import SampleRequest, SamplingParams, canonical_chat, sample_seed, sha256_text
 from toolret.llm.cache import CachedGenerator
-from toolret.llm.openai_backend import LLMServerError, OpenAIConfig, OpenAIGenerator
+from toolret.llm.openai_backend import OpenAIConfig, OpenAIGenerator
+from toolret.errors import LLMServerError
 
 from _kill9 import kill_after_first_record
 

@@ -13,7 +13,8 @@ import pytest
 from numpy.testing import assert_allclose
 
 import toolret.evaluate_api as api
-from toolret.evaluate_api import EvalResult, EvaluationError, Qrels, Run, compare, evaluate, holm_adjust
+from toolret.evaluate_api import EvalResult, Qrels, Run, compare, evaluate, holm_adjust
+from toolret.errors import EvaluationError
 from toolret.metrics import aggregate, bootstrap_cis, per_query_metrics
 from toolret.retrieval.base import Ranking
 

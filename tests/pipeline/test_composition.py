@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toolret.catalog.model import CatalogError
+from toolret.errors import CatalogError
 from toolret.cli import main
 from toolret.pipeline import Pipeline, build_pipeline
 from toolret.registry import Component, Method, parse_spec, register_method, write_component_meta

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from toolret.catalog.loaders.beir import load_beir
-from toolret.catalog.model import CatalogError
+from toolret.errors import CatalogError
 from toolret.catalog.registry import carve_dev_split
 from toolret.evaluation import rank_split, score_ranking
 from toolret.retrieval.dense import DenseConfig, DenseRetriever

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from toolret.catalog.model import Catalog, CatalogError, Query, Tool
+from toolret.catalog.model import Catalog, Query, Tool
+from toolret.errors import CatalogError
 from toolret.retrieval.bm25 import BM25Retriever
 from toolret.retrieval.hybrid import HybridConfig, HybridRetriever, HybridSide
 from toolret.roles import Corpus

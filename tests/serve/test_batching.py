@@ -16,7 +16,8 @@ import time
 import pytest
 from serve_helpers import build_index, pipeline_hits
 
-from toolret.serving.service import Limits, RequestError, SearchService
+from toolret.serving.service import Limits, SearchService
+from toolret.errors import RequestError
 
 pytestmark = pytest.mark.integration
 
@@ -313,7 +314,7 @@ def test_a_batch_runs_on_the_pipeline_its_requests_were_admitted_with(bm25_index
 
 
 def test_limits_validate_the_batching_settings():
-    from toolret.catalog.model import CatalogError
+    from toolret.errors import CatalogError
 
     assert Limits(batch_wait_ms=0).batch_wait_ms == 0  # no window: gather only behind a running batch
     with pytest.raises(CatalogError, match="batch_max_queries=0"):

@@ -8,7 +8,8 @@
 
 from __future__ import annotations
 
-from toolret.adapt.catalogue import AdaptInputError, catalogue_fingerprint, load_tools
+from toolret.adapt.catalogue import catalogue_fingerprint, load_tools
+from toolret.errors import AdaptInputError
 from toolret.adapt.run import adapt, choose_champion, resolve_index
 from toolret.adapt.synthetic import GeneratorSpec
 

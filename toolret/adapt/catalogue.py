@@ -11,11 +11,9 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from toolret.catalog.model import Catalog, CatalogError, Tool
-
-
-class AdaptInputError(CatalogError):
-    """A catalogue ``adapt`` cannot learn from; the message names the file and the offending records."""
+from toolret.catalog.model import Catalog, Tool
+from toolret.errors import CatalogError
+from toolret.errors import AdaptInputError
 
 
 def tool_fingerprint(tool: Tool) -> str:

@@ -27,8 +27,9 @@ from typing import Any
 import numpy as np
 
 from toolret.adapt.candidates import BASELINES, BUDGETS, UNTRAINED, candidates
-from toolret.adapt.catalogue import (AdaptInputError, catalogue_fingerprint, load_tools, tool_fingerprints)
+from toolret.adapt.catalogue import catalogue_fingerprint, load_tools, tool_fingerprints
 from toolret.adapt.synthetic import GeneratorSpec, generate, split_queries
+from toolret.errors import AdaptInputError
 
 SELECT_METRIC = "ndcg@5"
 KS = (1, 3, 5, 10)

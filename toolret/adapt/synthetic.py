@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolret.adapt.catalogue import AdaptInputError
+from toolret.errors import AdaptInputError
 from toolret.catalog.model import Catalog, Query
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ def generate(catalog: Catalog, out: Path, n: int, spec: GeneratorSpec, *, genera
     from toolret.llm.lazy import LazyCachedLLM
     from toolret.llm.parsing import parse_single
     from toolret.llm.prompts import QUERY_GEN_PARAMS, query_generation_prompt
-    from toolret.llm.openai_backend import LLMServerError
+    from toolret.errors import LLMServerError
     from toolret.llm.shards import StoreFirstGenerator, prompt_key, run_durable
 
     prompts = [query_generation_prompt(d) for d in catalog.docs("original")]

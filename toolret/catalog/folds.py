@@ -22,7 +22,8 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from toolret.catalog.model import Catalog, CatalogError
+from toolret.catalog.model import Catalog
+from toolret.errors import CatalogError
 
 
 def fold_members(query_ids: list[str], folds: int, seed: int) -> list[list[str]]:

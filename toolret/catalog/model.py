@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolret.errors import CatalogError
+
 DOC_VARIANTS = ("original", "cleaned", "human")
 SPLITS = ("train", "dev", "test")
 
@@ -19,10 +21,6 @@ SPLITS = ("train", "dev", "test")
 # (imported from an OpenAPI file or an MCP server without queries: toolret.catalog.importers) none. The BEIR
 # loader (which qrels file is required) and validation (``splits.<split>_present``) both read it from here.
 PURPOSES = {"evaluation": "test", "training": "train", "serving": None}
-
-
-class CatalogError(ValueError):
-    """Raised for malformed catalog input; the message names the offending file and record."""
 
 
 def required_split(provenance: dict[str, Any] | None) -> str | None:

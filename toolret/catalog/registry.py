@@ -17,7 +17,8 @@ from toolret.catalog.loaders.mtrb import load_metatool, load_mtrb_toolbench, loa
 from toolret.catalog.loaders.toolbench import GROUPS, group_dataset_name, load_toolbench_group
 from toolret.catalog.loaders.toolbench_env import load_toolbench_env_group
 from toolret.catalog.loaders.toollens import load_toollens, load_toollens_scene_disjoint
-from toolret.catalog.model import Catalog, CatalogError
+from toolret.catalog.model import Catalog
+from toolret.errors import CatalogError
 from toolret.catalog.source import source_root
 
 # name -> (source folders under the source root, loader called with those folders as Paths)

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import random
 
-from toolret.catalog.model import Catalog, CatalogError, Query
+from toolret.catalog.model import Catalog, Query
+from toolret.errors import CatalogError
 
 
 def sample_queries(items: list, n: int, seed: int) -> list:

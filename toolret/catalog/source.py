@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from toolret.catalog.model import CatalogError
+from toolret.errors import CatalogError
 from toolret.provenance import sha256_file
 
 DEFAULT_SOURCE_ROOT = "../shared/datasets"

@@ -18,7 +18,8 @@ import random
 from collections import Counter, defaultdict
 from typing import Any
 
-from toolret.catalog.model import Catalog, CatalogError
+from toolret.catalog.model import Catalog
+from toolret.errors import CatalogError
 
 
 def gold_set_split(catalog: Catalog, source: str, target: str, fraction: float, seed: int,

@@ -35,7 +35,8 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from toolret.catalog.model import Catalog, CatalogError, Query
+from toolret.catalog.model import Catalog, Query
+from toolret.errors import CatalogError
 from toolret.config import SyntheticSpec
 
 

@@ -42,7 +42,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from toolret.catalog.model import DOC_VARIANTS, SPLITS, Catalog, CatalogError, required_split
+from toolret.catalog.model import DOC_VARIANTS, SPLITS, Catalog, required_split
+from toolret.errors import CatalogError
 
 MAX_DOC_CHARS = 20_000
 MAX_QUERY_CHARS = 2_000

@@ -12,7 +12,8 @@
 from __future__ import annotations
 
 from toolret.gateway.config import GatewayConfig, ServerConfig, config_from_dict, load_config
-from toolret.gateway.gateway import Gateway, GatewayError
+from toolret.gateway.gateway import Gateway
+from toolret.errors import GatewayError
 from toolret.gateway.receipts import ReceiptLog, summarise
 
 __all__ = ["Gateway", "GatewayConfig", "GatewayError", "ReceiptLog", "ServerConfig", "config_from_dict",

@@ -33,7 +33,7 @@ def cmd_gateway(args: argparse.Namespace) -> None:
 
 def cmd_receipts(args: argparse.Namespace) -> None:
     """Summarise a gateway's receipts: top queries, tools never shown, calls of tools not shown."""
-    from toolret.catalog.model import CatalogError
+    from toolret.errors import CatalogError
     from toolret.gateway.receipts import format_summary, log_files, summarise
 
     if not log_files(args.log):

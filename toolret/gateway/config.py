@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolret.catalog.model import CatalogError
+from toolret.errors import CatalogError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 SEPARATOR = "__"  # <server>__<tool>

@@ -33,7 +33,9 @@ import anyio
 from toolret.gateway.config import GatewayConfig
 from toolret.gateway.receipts import ReceiptLog
 from toolret.gateway.tool_index import GatewayIndex
-from toolret.gateway.upstream import ServerDown, Upstream
+from toolret.gateway.upstream import Upstream
+from toolret.errors import ServerDown
+from toolret.errors import GatewayError
 
 log = logging.getLogger("toolret.gateway")
 MAX_K = 100
@@ -41,13 +43,9 @@ MAX_QUERY_CHARS = 2000
 SERVER_STAMP = "io.modelcontextprotocol/serverInfo"  # the upstream's _meta identity: not the gateway's
 
 
-class GatewayError(Exception):
-    """A request the gateway refuses or cannot forward (the message is for the agent)."""
-
-
 def check_pipeline(config: GatewayConfig) -> None:
     """Fail before connecting anything when the pipeline cannot be built: an unknown spec, no saved index."""
-    from toolret.catalog.model import CatalogError
+    from toolret.errors import CatalogError
 
     if config.index is not None:
         from toolret.adapt import resolve_index

@@ -20,7 +20,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from toolret.gateway.gateway import MAX_K, MAX_QUERY_CHARS, Gateway, GatewayError
+from toolret.gateway.gateway import MAX_K, MAX_QUERY_CHARS, Gateway
+from toolret.errors import GatewayError
 
 INSTRUCTIONS = ("A gateway to the tools of several MCP servers. Call search_tools with the task in plain language "
                 "(or a tool's exact name, or select:<name>) to find tools: ids (<server>__<tool>), descriptions, "

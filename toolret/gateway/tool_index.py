@@ -30,7 +30,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolret.catalog.model import Catalog, CatalogError, Tool
+from toolret.catalog.model import Catalog, Tool
+from toolret.errors import CatalogError
 from toolret.gateway.config import SEPARATOR
 
 log = logging.getLogger("toolret.gateway")

@@ -29,12 +29,9 @@ import anyio
 
 from toolret.catalog.importers.mcp import list_all_tools
 from toolret.gateway.config import GatewayConfig, ServerConfig
+from toolret.errors import ServerDown
 
 log = logging.getLogger("toolret.gateway")
-
-
-class ServerDown(Exception):
-    """The server is not connected (or its connection just closed)."""
 
 
 def describe(exc: BaseException) -> str:

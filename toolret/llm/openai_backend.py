@@ -43,12 +43,9 @@ from toolret.llm.base import (
     request_seed,
     sha256_text,
 )
+from toolret.errors import LLMServerError
 
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
-
-
-class LLMServerError(RuntimeError):
-    """The server is unreachable, keeps failing, or rejected a request."""
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from pathlib import Path
 from pydantic import Field
 
 from toolret.atomic import atomic_directory
-from toolret.catalog.model import Catalog, CatalogError
+from toolret.catalog.model import Catalog
+from toolret.errors import CatalogError
 from toolret.retrieval.models import LoraSettings
 
 

@@ -12,7 +12,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from toolret.catalog.model import Catalog, CatalogError
+from toolret.catalog.model import Catalog
+from toolret.errors import CatalogError
 from toolret.retrieval.dense import DenseConfig, DenseRetriever
 from toolret.retrieval.finetune import FinetuneConfig
 

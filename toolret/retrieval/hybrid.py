@@ -26,7 +26,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from toolret.atomic import atomic_directory
-from toolret.catalog.model import DOC_VARIANTS, CatalogError
+from toolret.catalog.model import DOC_VARIANTS
+from toolret.errors import CatalogError
 from toolret.config import StrictModel
 from toolret.retrieval.base import Ranking
 from toolret.retrieval.fusion import FUSIONS

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from toolret.catalog.model import CatalogError
+from toolret.errors import CatalogError
 from toolret.config import StrictModel
 
 # name -> (python package carrying the weights, sub-folder)

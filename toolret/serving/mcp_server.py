@@ -21,7 +21,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from toolret.serving.service import Limits, RequestError, SearchService
+from toolret.serving.service import Limits, SearchService
+from toolret.errors import RequestError
 
 INSTRUCTIONS = ("Tool retrieval over a catalogue of APIs: call search_tools with the user's task in plain "
                 "language to find the APIs that can do it (names, descriptions, input schemas), then call "

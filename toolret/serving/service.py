@@ -52,8 +52,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolret.catalog.model import CatalogError
+from toolret.errors import CatalogError
 from toolret.roles import concurrent_safe
+from toolret.errors import RequestError
 
 
 
@@ -87,17 +88,6 @@ class Limits:
             raise CatalogError(f"serving limits must be positive (torch_threads, batch_parallel, batch_wait_ms: "
                                f">= 0): "
                                f"{', '.join(bad)}")
-
-
-class RequestError(Exception):
-    """A request the service refuses: HTTP ``status``, the offending ``field`` (or ``None``), a message."""
-
-    def __init__(self, status: int, field: str | None, message: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status, self.field, self.message, self.headers = status, field, message, headers or {}
-
-    def body(self) -> dict[str, Any]:
-        return {"detail": f"{self.field}: {self.message}" if self.field else self.message, "field": self.field}
 
 
 def _env_float(name: str) -> float:

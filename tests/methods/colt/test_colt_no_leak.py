@@ -8,7 +8,8 @@ import copy
 import numpy as np
 import pytest
 
-from toolret.catalog.model import CatalogError, Query
+from toolret.catalog.model import Query
+from toolret.errors import CatalogError
 from toolret.methods.colt.graphs import build_train_graphs
 
 pytestmark = pytest.mark.slow

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from toolret.catalog.model import CatalogError
+from toolret.errors import CatalogError
 
 pytestmark = pytest.mark.slow
 

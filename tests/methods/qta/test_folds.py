@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from toolret.catalog.folds import base_dataset, kfold_split
-from toolret.catalog.model import Catalog, CatalogError, Query, Tool
+from toolret.catalog.model import Catalog, Query, Tool
+from toolret.errors import CatalogError
 
 
 def _catalog(n_test=90, n_train=0):

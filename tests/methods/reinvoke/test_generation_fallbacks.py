@@ -77,7 +77,7 @@ def test_hyde_json_and_fallbacks(tmp_path, fake_generator_cls):
 
 def test_artifact_from_other_documents_is_regenerated_when_an_llm_is_available(tmp_path, fake_generator_cls,
                                                                               bow_encoder):
-    from toolret.catalog.model import CatalogError
+    from toolret.errors import CatalogError
     from toolret.methods.reinvoke.artifacts import doc_sha
 
     stale = [{"tool_id": t, "sample_index": 0, "query": "stale", "doc_sha": doc_sha("old text")} for t in ("w", "m")]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from toolret.catalog.model import CatalogError
+from toolret.errors import CatalogError
 from toolret.catalog.registry import load_dataset
 from toolret.methods.reinvoke.components import MemoEncoder, ReInvokeIndex
 from toolret.methods.reinvoke.config import ReInvokeConfig

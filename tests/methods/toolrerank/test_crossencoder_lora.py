@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from toolret.methods.toolrerank.crossencoder import (CrossEncoderCollapsed, load_cross_encoder, score_spread,
-                                                     train_cross_encoder)
+from toolret.errors import CrossEncoderCollapsed
+from toolret.methods.toolrerank.crossencoder import load_cross_encoder, score_spread, train_cross_encoder
 from toolret.retrieval.models import LoraSettings
 
 pytestmark = pytest.mark.slow

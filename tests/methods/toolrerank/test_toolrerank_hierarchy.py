@@ -41,7 +41,7 @@ def test_query_type_and_library_index_come_from_the_hierarchy():
 def test_a_damaged_artifact_is_a_clear_error_naming_the_file(tmp_path):
     import pytest
 
-    from toolret.catalog.model import CatalogError
+    from toolret.errors import CatalogError
     from toolret.methods.toolrerank.classifier import QueryTypeClassifier
     from toolret.methods.toolrerank.training import read_report, read_seen
 
@@ -60,7 +60,7 @@ def test_params_reject_a_candidate_depth_below_the_grid():
     import pytest
 
     from toolret.config import validate_params
-    from toolret.paths import ConfigError
+    from toolret.errors import ConfigError
 
     assert validate_params({"toolrerank": {"candidates": 50}}).toolrerank.candidates == 50
     with pytest.raises(ConfigError, match="candidates"):

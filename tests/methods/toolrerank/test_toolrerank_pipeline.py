@@ -170,7 +170,7 @@ def test_unset_ce_weight_is_the_artifacts_dev_selected_one(trained):
 
 
 def test_a_missing_artifact_without_trainer_is_a_clear_error(trained, tmp_path):
-    from toolret.catalog.model import CatalogError
+    from toolret.errors import CatalogError
     from toolret.config import load_params
     from toolret.methods.toolrerank.components import ToolRerankReranker
 

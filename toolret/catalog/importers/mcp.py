@@ -24,7 +24,8 @@ import shlex
 from typing import Any
 
 from toolret.catalog.importers.text import name_words, schema_summary, slug
-from toolret.catalog.model import Catalog, CatalogError, Tool
+from toolret.catalog.model import Catalog, Tool
+from toolret.errors import CatalogError
 
 MAX_PAGES = 1000  # tools/list pages followed before giving up (a server that keeps returning cursors)
 

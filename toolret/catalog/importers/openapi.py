@@ -30,7 +30,8 @@ from urllib.parse import unquote
 
 from toolret.catalog.importers.text import name_words, schema_summary, slug
 from toolret.catalog.loaders._read import read_text
-from toolret.catalog.model import Catalog, CatalogError, Tool
+from toolret.catalog.model import Catalog, Tool
+from toolret.errors import CatalogError
 
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 BODY = "body"  # the input-schema property holding the request body ("request_body" if a parameter has that name)

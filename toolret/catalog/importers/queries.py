@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from toolret.catalog.loaders._read import iter_records, require_text
-from toolret.catalog.model import Catalog, CatalogError, Query, Tool
+from toolret.catalog.model import Catalog, Query, Tool
+from toolret.errors import CatalogError
 from toolret.provenance import sha256_file
 
 QUERY_FIELDS = {"_id", "text", "gold"}

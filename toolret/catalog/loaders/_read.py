@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from toolret.catalog.model import CatalogError
+from toolret.errors import CatalogError
 
 MAX_TEXT_CHARS = 100_000  # a tool document or query longer than this is rejected as corrupted input
 

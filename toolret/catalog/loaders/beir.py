@@ -16,7 +16,8 @@ import json
 from pathlib import Path
 
 from toolret.catalog.loaders._read import iter_records, read_qrels, require_text
-from toolret.catalog.model import SPLITS, Catalog, CatalogError, Query, Tool, required_split
+from toolret.catalog.model import SPLITS, Catalog, Query, Tool, required_split
+from toolret.errors import CatalogError
 
 
 def load_beir(directory: str | Path, name: str | None = None) -> Catalog:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from toolret.catalog.loaders._read import read_json, require_text
-from toolret.catalog.model import Catalog, CatalogError, Query, Tool
+from toolret.catalog.model import Catalog, Query, Tool
+from toolret.errors import CatalogError
 from toolret.catalog.source import verify_files
 
 

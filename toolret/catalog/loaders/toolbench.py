@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from toolret.catalog.loaders._read import read_json, require_text
-from toolret.catalog.model import Catalog, CatalogError, Query, Tool
+from toolret.catalog.model import Catalog, Query, Tool
+from toolret.errors import CatalogError
 from toolret.catalog.source import verify_files
 
 GROUPS = ["G1_instruction", "G1_category", "G1_tool", "G2_instruction", "G2_category", "G3_instruction"]

@@ -69,7 +69,8 @@ from typing import Any
 from toolret.catalog.loaders._read import read_json
 from toolret.catalog.loaders.toolbench import (GROUPS, api_document, api_list_union, group_dataset_name, group_queries,
                                                 read_groups, tool_key)
-from toolret.catalog.model import Catalog, CatalogError, Tool
+from toolret.catalog.model import Catalog, Tool
+from toolret.errors import CatalogError
 from toolret.catalog.source import read_manifest, verify_files
 
 TOOLS_DIR = "tools"

@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from toolret.atomic import atomic_directory
-from toolret.catalog.model import Catalog, CatalogError
+from toolret.catalog.model import Catalog
+from toolret.errors import CatalogError
 from toolret.methods.colt.config import ColtConfig
 from toolret.paths import portable_path
 from toolret.retrieval.base import Ranking

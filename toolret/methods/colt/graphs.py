@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from toolret.catalog.model import Catalog, CatalogError
+from toolret.catalog.model import Catalog
+from toolret.errors import CatalogError
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from toolret.catalog.model import CatalogError
+from toolret.errors import CatalogError
 from toolret.methods.colt.config import ColtConfig
 from toolret.methods.colt.graphs import TrainGraphs
 

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from toolret.atomic import atomic_directory
-from toolret.catalog.model import Catalog, CatalogError
+from toolret.catalog.model import Catalog
+from toolret.errors import CatalogError
 from toolret.methods.qta.config import QTAConfig
 from toolret.methods.qta.generation import QTALLM, adapter_sha, rewrite_queries
 

@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from toolret.catalog.model import Catalog, CatalogError
+from toolret.catalog.model import Catalog
+from toolret.errors import CatalogError
 from toolret.jsonl_artifacts import meta_path, read_jsonl, write_jsonl
 from toolret.methods.reinvoke.config import ReInvokeConfig
 from toolret.methods.reinvoke.generation import (

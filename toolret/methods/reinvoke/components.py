@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from toolret.atomic import atomic_directory
-from toolret.catalog.model import Catalog, CatalogError
+from toolret.catalog.model import Catalog
+from toolret.errors import CatalogError
 from toolret.methods.reinvoke.config import ReInvokeConfig
 from toolret.methods.reinvoke.expansion import aggregate_embeddings, aggregate_scores, build_copies
 from toolret.methods.reinvoke.generation import LazyLLM, extract_intents, hyde_documents, queries_by_tool

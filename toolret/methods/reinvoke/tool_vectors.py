@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from toolret.atomic import atomic_path
-from toolret.catalog.model import CatalogError
+from toolret.errors import CatalogError
 
 
 def tool_key(copies: Sequence[str]) -> str:

@@ -58,7 +58,7 @@ class QueryTypeClassifier:
 
     @classmethod
     def load(cls, folder: str | Path) -> QueryTypeClassifier:
-        from toolret.catalog.model import CatalogError
+        from toolret.errors import CatalogError
         from toolret.retrieval.dense import DenseConfig
 
         path = Path(folder) / FILE

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from toolret.atomic import atomic_directory
-from toolret.catalog.model import Catalog, CatalogError, Tool
+from toolret.catalog.model import Catalog, Tool
+from toolret.errors import CatalogError
 from toolret.methods.toolrerank.config import ToolRerankConfig
 from toolret.retrieval.base import Ranking
 

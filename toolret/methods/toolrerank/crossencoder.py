@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from toolret.errors import CrossEncoderCollapsed
+
 if TYPE_CHECKING:
     from toolret.retrieval.models import LoraSettings
 
@@ -32,10 +34,6 @@ SEP = "\x1f"  # query / document separator of a score-cache key
 CHUNK = 1024  # pairs scored (and persisted) at a time: a killed scoring run keeps what it finished
 COLLAPSE_SPREAD = 1e-3  # a trained model whose scores of training pairs all lie within this has collapsed
 COLLAPSE_ROWS = 64  # training rows whose (query, candidate) pairs the check scores
-
-
-class CrossEncoderCollapsed(RuntimeError):
-    """Training ended with one score for every pair: the model ranks nothing (nothing is saved)."""
 
 
 def score_spread(model, pairs: Sequence[tuple[str, str]]) -> float:

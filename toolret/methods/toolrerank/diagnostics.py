@@ -35,7 +35,7 @@ def separation_auc(a: Sequence[float], b: Sequence[float]) -> float:
 def separation_pairs(catalog, retriever, n_queries: int, seed: int, depth: int = 30, per_query: int = 3,
                      docs: str = "original") -> dict[str, list[tuple[str, str]]]:
     """Gold, hard and random (query, document) pairs for ``n_queries`` seeded dev queries."""
-    from toolret.catalog.model import CatalogError
+    from toolret.errors import CatalogError
     from toolret.methods.toolrerank.crossencoder import hard_negative_pool
     from toolret.methods.toolrerank.training import sample_queries
 

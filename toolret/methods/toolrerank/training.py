@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from toolret.catalog.model import Catalog, CatalogError
+from toolret.catalog.model import Catalog
+from toolret.errors import CatalogError
 from toolret.catalog.select import sample_queries
 from toolret.methods.toolrerank.config import PAPER_BEST, ToolRerankConfig
 
