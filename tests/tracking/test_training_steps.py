@@ -8,8 +8,11 @@ from pathlib import Path
 import pytest
 
 
-def test_no_logger_unless_installed_and_the_installed_ones_by_name(tmp_path: Path) -> None:
+def test_no_logger_unless_installed_and_the_installed_ones_by_name(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from toolret import training_log
+
+    monkeypatch.setattr(training_log, "_FACTORIES", {})  # none installed (a CLI call in this process installs MLflow's)
 
     made = []
 
