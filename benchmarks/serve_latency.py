@@ -93,7 +93,7 @@ def _params(method: str, overrides: list[str]):
 
 def _build(method: str, catalog, out: Path, overrides: list[str], allow_fit: bool) -> tuple[Path | None, dict]:
     """Save ``method`` on ``catalog`` to ``out``: ``(dir, build info)`` or ``(None, {"note": why skipped})``."""
-    from toolret.catalog.model import CatalogError
+    from toolret.errors import CatalogError
     from toolret.pipeline import Pipeline, build_pipeline
     from toolret.registry import parse_spec
     from toolret.roles import Corpus
