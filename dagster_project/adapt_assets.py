@@ -42,7 +42,8 @@ def last_fingerprint(project_dir: Path, name: str) -> str | None:
 
 
 def current_fingerprint(folder: Path) -> str | None:
-    from toolret.adapt import AdaptInputError, catalogue_fingerprint, load_tools
+    from toolret.adapt import catalogue_fingerprint, load_tools
+    from toolret.errors import AdaptInputError
 
     try:
         return catalogue_fingerprint(load_tools(folder))

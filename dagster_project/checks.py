@@ -71,7 +71,7 @@ def summarize_validation(report: Any, max_ids: int = 20) -> tuple[bool, dict[str
 def validate_catalog_dir(directory: str | Path) -> tuple[bool, dict[str, Any]]:
     """Load a catalog directory and validate it; a load error is a failed check naming the record."""
     from toolret.catalog.io import load_catalog
-    from toolret.catalog.model import CatalogError
+    from toolret.errors import CatalogError
 
     directory = Path(directory)
     try:
