@@ -29,7 +29,6 @@ import os
 import platform
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -41,7 +40,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serve_latency import _drive, _free_port  # noqa: E402  (the same client loop as the serving benchmark)
+from serve_latency import _drive, _free_port, stop_process  # noqa: E402  (the same client loop as the serving benchmark)
 
 SERVER = Path(__file__).resolve().parent / "mcp_catalog_server.py"
 
@@ -93,12 +92,7 @@ class Process:
         raise RuntimeError(f"{self.proc.args[:4]} not listening after {timeout} s")
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc, timeout=30)
         self._out.close()
 
 

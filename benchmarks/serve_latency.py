@@ -135,6 +135,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def stop_process(proc: subprocess.Popen, timeout: float) -> None:
+    """SIGTERM, then SIGKILL if ``proc`` has not exited after ``timeout`` s."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 class _Server:
     def __init__(self, index: Path, log: Path, workers: int, max_in_flight: int, extra: list[str]) -> None:
         self.port = _free_port()
@@ -161,12 +171,7 @@ class _Server:
         raise RuntimeError("server not ready")
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc, timeout=60)
         self._log.close()
 
 

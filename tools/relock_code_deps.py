@@ -16,10 +16,15 @@ catalogue a dense-ft artifact's key is checked against) gets the entry its produ
 an output: the data the stage was built from, since the stage's own inputs are checked against it at run
 time. Each adoption is printed; a dep no locked stage produces is still an error.
 
+A stage is relocked only if it was current in code at ``--rev`` (default ``HEAD``): every git-tracked
+code dep its lock entry records must match that revision's version of the file. A stage whose lock already
+recorded an older version (its code changed in an earlier commit, unrecorded) is left stale and listed, so
+that this tool never hides a change that was not reviewed as output-neutral.
+
 Only for changes that cannot alter outputs; say so in the commit message. ``tests/test_dvc_lock.py``
 checks the committed stages afterwards.
 
-Usage: .venv/bin/python tools/relock_code_deps.py [--params] [--adopt] [STAGE ...]
+Usage: .venv/bin/python tools/relock_code_deps.py [--params] [--adopt] [--rev REV] [STAGE ...]
 """
 
 from __future__ import annotations
@@ -33,9 +38,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _code_entry(path: str) -> dict:
-    data = (ROOT / path).read_bytes()
+def _code_entry(root: Path, path: str) -> dict:
+    data = (root / path).read_bytes()
     return {"path": path, "hash": "md5", "md5": hashlib.md5(data).hexdigest(), "size": len(data)}
+
+
+def _md5_at(root: Path, rev: str, path: str, memo: dict) -> str | None:
+    """md5 of ``path`` as committed at ``rev`` (None where it did not exist there)."""
+    if path not in memo:
+        out = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=root, capture_output=True)
+        memo[path] = hashlib.md5(out.stdout).hexdigest() if out.returncode == 0 else None
+    return memo[path]
 
 
 def _lookup(params: dict, dotted: str):
@@ -45,28 +58,33 @@ def _lookup(params: dict, dotted: str):
     return node
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], root: Path = ROOT) -> int:
     from dvc.dependency.param import ParamsDependency
     from dvc.repo import Repo
     from ruamel.yaml import YAML
 
-    tracked = set(subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+    tracked = set(subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True,
                                  check=True).stdout.splitlines())
     yaml = YAML()
     yaml.width = 4096
-    lock_path = ROOT / "dvc.lock"
+    lock_path = root / "dvc.lock"
     lock = yaml.load(lock_path.read_text(encoding="utf-8"))
     relock_params = "--params" in argv
     adopt = "--adopt" in argv  # newly declared data deps take their producer's locked output
+    rev = "HEAD"
+    if "--rev" in argv:
+        i = argv.index("--rev")
+        rev = argv[i + 1]
+        argv = argv[:i] + argv[i + 2:]
     argv = [a for a in argv if a not in ("--params", "--adopt")]
-    stages = list(Repo(str(ROOT)).index.stages)
-    declared = {s.addressing: [d.def_path for d in s.deps if not isinstance(d, ParamsDependency)] for s in stages}
-    declared_params = {s.addressing: {d.def_path: list(d.params or []) for d in s.deps if isinstance(d, ParamsDependency)}
+    stages = list(Repo(str(root)).index.stages)
+    declared = {s.name: [d.def_path for d in s.deps if not isinstance(d, ParamsDependency)] for s in stages}
+    declared_params = {s.name: {d.def_path: list(d.params or []) for d in s.deps if isinstance(d, ParamsDependency)}
                        for s in stages}
     current = {}
     if relock_params:
         for path in {p for by_file in declared_params.values() for p in by_file}:
-            current[path] = YAML(typ="safe").load((ROOT / path).read_text(encoding="utf-8")) or {}
+            current[path] = YAML(typ="safe").load((root / path).read_text(encoding="utf-8")) or {}
     produced = {o["path"]: o for entry in lock["stages"].values() for o in entry.get("outs", [])} if adopt else {}
     names = argv or list(lock["stages"])
     unknown = [n for n in names if n not in lock["stages"] or n not in declared]
@@ -74,13 +92,19 @@ def main(argv: list[str]) -> int:
         print(f"relock: not in both dvc.lock and dvc.yaml: {unknown}", file=sys.stderr)
         return 2
     changed = 0
+    committed: dict = {}
+    left_stale = []
     for name in names:
         entry = lock["stages"][name]
         old = {d["path"]: d for d in entry.get("deps", [])}
+        if any(path in tracked and d.get("md5") != _md5_at(root, rev, path, committed)
+               and _md5_at(root, rev, path, committed) is not None for path, d in old.items()):
+            left_stale.append(name)  # its code changed before rev, unrecorded: not this tool's to hide
+            continue
         new = []
         for path in declared[name]:
-            if path in tracked and (ROOT / path).is_file():
-                new.append(_code_entry(path))
+            if path in tracked and (root / path).is_file():
+                new.append(_code_entry(root, path))
             elif path in old:
                 new.append(old[path])
             elif path in produced:
@@ -108,6 +132,9 @@ def main(argv: list[str]) -> int:
         yaml.dump(lock, f)
     tmp.replace(lock_path)
     print(f"relock: {changed} of {len(names)} stages' code deps{' and params' if relock_params else ''} updated")
+    if left_stale:
+        print(f"relock: {len(left_stale)} stages left stale (their lock records code older than {rev}): "
+              f"{', '.join(left_stale)}", file=sys.stderr)
     return 0
 
 
