@@ -12,6 +12,7 @@ dense-ft       trained    the bi-encoder with a LoRA adapter trained on the synt
 hybrid-ft      trained    bm25 + dense-ft fused
 bm25-exp       expansion  BM25 over each document expanded with its requests (Re-Invoke's index)
 dense-exp      expansion  the bi-encoder over the expanded documents (Re-Invoke: mean of the copies)
+hybrid-exp-ft  expansion  bm25-exp + dense-ft fused (expansion on the lexical side, training on the dense)
 =============  =========  ==================================================================================
 
 While a candidate is measured on dev, expansion uses the train split's requests only (a held-out tool keeps
@@ -81,12 +82,12 @@ def candidates(catalog: Catalog, params, work: Path, budget: str, n: int,
                                                        max_seq_length=ft_config.max_seq_length))
         return FinetunedDenseRetriever(ft_dir, ft_config, params.dense)
 
+    def expansion_index(backbone: str, per_tool):
+        return ReInvokeIndex(reinvoke, backbone, dense_config=params.dense, bm25_config=params.bm25,
+                             synthetic=expansion_records(catalog.tool_ids, per_tool, n), round_trip=False)
+
     def expanded(backbone: str):
-        def build(per_tool):
-            index = ReInvokeIndex(reinvoke, backbone, dense_config=params.dense, bm25_config=params.bm25,
-                                  synthetic=expansion_records(catalog.tool_ids, per_tool, n), round_trip=False)
-            return Pipeline(index, name=f"{backbone}-exp")
-        return build
+        return lambda per_tool: Pipeline(expansion_index(backbone, per_tool), name=f"{backbone}-exp")
 
     out = [
         Candidate("bm25", "untrained", lambda _: Pipeline(BM25Retriever(params.bm25), name="bm25")),
@@ -99,6 +100,8 @@ def candidates(catalog: Catalog, params, work: Path, budget: str, n: int,
             [BM25Retriever(params.bm25), ft()], _hybrid_config(params)), name="hybrid-ft")),
         Candidate("bm25-exp", "expansion", expanded("bm25")),
         Candidate("dense-exp", "expansion", expanded("dense")),
+        Candidate("hybrid-exp-ft", "expansion", lambda per_tool: Pipeline(HybridRetriever(
+            [expansion_index("bm25", per_tool), ft()], _hybrid_config(params)), name="hybrid-exp-ft")),
     ]
     return out
 
