@@ -99,3 +99,20 @@ def test_every_result_records_its_params_file(tmp_path):
     assert info["file"] == str(params)  # outside the project: kept as given
     assert info["sha256"] == hashlib.sha256(params.read_bytes()).hexdigest()
     assert info["overrides"] == ["bm25.k1=1.1"]
+
+
+def test_help_lists_every_command_once_by_what_a_user_does_plumbing_after_the_user_groups() -> None:
+    from toolret.cli import COMMAND_GROUPS, METHOD_GROUP, build_parser
+
+    text = build_parser().format_help()
+    listing = text[text.index("commands (toolret COMMAND --help for each):"):]
+    titles = [line[:-1] for line in listing.splitlines()[1:] if line and not line.startswith(" ")]
+    assert titles == [*COMMAND_GROUPS, METHOD_GROUP]
+    assert titles.index("Plumbing (DVC stages, long jobs)") > titles.index("Evaluate and compare")
+    listed = [line.split()[0] for line in listing.splitlines() if line.startswith("  ") and not line.startswith("   ")]
+    parser_commands = next(a for a in build_parser()._subparsers._group_actions).choices  # noqa: SLF001
+    assert sorted(listed) == sorted(parser_commands)  # each command once, none left out
+    assert "toolrerank-grid" in listed[listed.index("reinvoke-tool-vectors"):]  # methods' commands together
+    # a command's own page keeps its description
+    assert "OpenAPI 3 file" in subprocess.run([sys.executable, "-m", "toolret.cli", "import-openapi", "--help"],
+                                             capture_output=True, text=True, timeout=120).stdout

@@ -568,10 +568,53 @@ def cmd_datasets(args: argparse.Namespace) -> None:
     }, indent=1))
 
 
+# `toolret --help` lists the commands by what a user does; plumbing (what DVC stages and long jobs run) last
+COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
+    "Your tools": ("import-openapi", "import-mcp", "catalog", "adapt"),
+    "Search and serve": ("index", "serve", "mcp", "gateway", "receipts"),
+    "Evaluate and compare": ("evaluate", "evaluate-grid", "report", "reproduce", "datasets"),
+    "Plumbing (DVC stages, long jobs)": ("fit", "rewrite", "generate-shards", "evaluate-index", "report-ablations",
+                                         "serve-llm", "stages"),
+}
+METHOD_GROUP = "Methods' own commands"
+
+
+class _Commands:
+    """The subcommands, each described on its own page; the top page lists them in :data:`COMMAND_GROUPS`
+    (argparse's flat list is left out: a command is added without ``help``)."""
+
+    def __init__(self, subparsers) -> None:
+        self.subparsers, self.helps = subparsers, {}
+
+    def add_parser(self, name: str, help: str, **kwargs) -> argparse.ArgumentParser:  # noqa: A002 - argparse's name
+        self.helps[name] = help
+        return self.subparsers.add_parser(name, description=help, **kwargs)
+
+    def listing(self, method_commands: list[str]) -> str:
+        import textwrap
+
+        groups = {**COMMAND_GROUPS, METHOD_GROUP: tuple(method_commands)}
+        grouped = [c for names in groups.values() for c in names]
+        if sorted(grouped) != sorted(self.helps):
+            raise AssertionError(f"commands not in exactly one group: {sorted(set(self.helps) ^ set(grouped))} "
+                                 f"or repeated: {sorted({c for c in grouped if grouped.count(c) > 1})}")
+        width = max(len(c) for c in self.helps) + 4
+        lines = []
+        for title, names in groups.items():
+            lines += ["", f"{title}:"]
+            for name in names:
+                wrapped = textwrap.wrap(self.helps[name], 96 - width) or [""]
+                lines.append(f"  {name:<{width - 2}}{wrapped[0]}")
+                lines += [" " * width + more for more in wrapped[1:]]
+        return "commands (toolret COMMAND --help for each):" + "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="toolret", description=__doc__)
+    p = argparse.ArgumentParser(prog="toolret", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--params", help="params.yaml to use (default: the project's)")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = _Commands(p.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                       help="one of the commands listed below"))
 
     cat = sub.add_parser("catalog", help="build / clean curated catalogs").add_subparsers(dest="action", required=True)
     b = cat.add_parser("build", help="import + verify + validate a dataset into a curated catalog")
@@ -817,6 +860,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("datasets", help="list dataset and method names")
     d.set_defaults(func=cmd_datasets)
+    p.epilog = sub.listing(method_commands=[c.name for c in cli_commands()])
     return p
 
 
