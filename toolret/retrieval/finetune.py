@@ -14,7 +14,9 @@ import random
 import shutil
 from pathlib import Path
 
-from pydantic import Field
+from typing import Any
+
+from pydantic import Field, field_validator
 
 from toolret.atomic import atomic_directory
 from toolret.catalog.model import Catalog
@@ -39,10 +41,25 @@ class FinetuneConfig(LoraSettings):
     max_train_pairs: int = 0  # 0 = every (query, gold tool) pair of the train split
     eval_steps: int = 200  # > 0: dev recall@5 every n steps, checkpoint kept, best step selected, resumable
     seed: int = 13
+    # per training catalogue, settings over these (e.g. one catalogue fine-tuned in full, the others with LoRA)
+    datasets: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("datasets")
+    @classmethod
+    def _known_keys(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for name, settings in v.items():
+            bad = sorted(set(settings) - (set(cls.model_fields) - {"datasets", "max_seq_length"}))
+            if bad:  # max_seq_length also cuts queries at search time, before a catalogue is known
+                raise ValueError(f"finetune.datasets.{name}: keys {bad} cannot be set per dataset")
+        return v
 
     def resolved(self, dense) -> FinetuneConfig:
         """``model`` / ``device`` filled from the dense section."""
         return self.replace(model=self.model or dense.model, device=self.device or dense.device)
+
+    def for_dataset(self, name: str) -> FinetuneConfig:
+        """The settings a training catalogue ``name`` is fine-tuned with: ``datasets[name]`` over the rest."""
+        return self.replace(**{**self.datasets.get(name, {}), "datasets": {}})
 
 
 def training_pairs(catalog: Catalog, split: str, docs: str, max_pairs: int, seed: int) -> list[tuple[str, str]]:
@@ -81,7 +98,8 @@ def artifact_key(catalog: Catalog, config: FinetuneConfig) -> dict:
 
     train = training_pairs(catalog, "train", config.docs, config.max_train_pairs, config.seed)
     dev = sorted((q.text, sorted(catalog.gold(q.id))) for q in catalog.split("dev"))
-    settings = {k: v for k, v in config.to_dict().items() if k not in ("device", "model")}
+    config = config.for_dataset(catalog.name)
+    settings = {k: v for k, v in config.to_dict().items() if k not in ("device", "model", "datasets")}
     return make_key("dense-ft", settings, {"train": train, "dev": dev}, str(config.model))
 
 
@@ -113,6 +131,7 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
         from toolret.retrieval.dense import DenseConfig
 
         config = config.resolved(DenseConfig())
+    config = config.for_dataset(catalog.name)
     out_dir = Path(out_dir)
     train = training_pairs(catalog, "train", config.docs, config.max_train_pairs, config.seed)
     set_seed(config.seed)  # the LoRA matrices are initialised here, before the trainer seeds itself
