@@ -14,6 +14,8 @@ from typing import Any
 
 import dagster as dg
 
+from dagster_project.warm_commands import WarmUnavailable, run_warm, warm_argv
+
 TELEMETRY_OFF = {
     "DVC_NO_ANALYTICS": "1",
     "MLFLOW_DISABLE_TELEMETRY": "true",
@@ -220,11 +222,33 @@ class DvcResource(dg.ConfigurableResource):
         if log is not None:
             log.info(f"Running stage '{stage}' (its command; dvc.lock is written once, at the end of the run):")
             log.info(f"> {cmd}")
-        rc, text = self._stream(["bash", "-c", cmd], log, self.tail_lines)
+        rc, text = self._run_warm(stage, cmd, log)
+        if rc is None:
+            rc, text = self._stream(["bash", "-c", cmd], log, self.tail_lines)
         if rc != 0:
             raise dg.Failure(description=f"stage `{stage}`: `{cmd}` exited with {rc}:\n{text}",
                              metadata={"command": cmd, "returncode": rc,
                                        "output_tail": dg.MetadataValue.md(f"```\n{text}\n```")})
+
+    def _run_warm(self, stage: str, cmd: str, log: Any) -> tuple[int | None, str]:
+        """``toolret ...`` as a child of the run's warm server (:mod:`dagster_project.warm_commands`: imports
+        done once per run): ``(rc, last lines)``; ``(None, "")`` for a command it does not take."""
+        argv = warm_argv(cmd)
+        if argv is None:
+            return None, ""
+        tail: collections.deque[str] = collections.deque(maxlen=self.tail_lines)
+
+        def on_line(line: str) -> None:
+            tail.append(line)
+            if log is not None and line.strip():
+                log.info(line)
+
+        logs = Path(self.project_dir) / "data" / ".orchestration" / "logs" / f"{stage.replace('/', '_')}.log"
+        try:
+            rc = run_warm(argv, self.project_dir, stage_env({"TOOLRET_PROJECT_DIR": self.project_dir}), logs, on_line)
+        except WarmUnavailable:
+            return None, ""
+        return rc, "\n".join(tail)
 
     def commit(self, stages: Sequence[str], log: Any = None) -> None:
         """``dvc commit -f`` of ``stages`` in one call: one read and one write of ``dvc.lock`` for them all."""
