@@ -75,3 +75,22 @@ def test_a_selection_is_sliced_from_a_built_or_synthetic_catalogue():
         validate_params({**base, "selections": {"x": {"source": "mtrb-restbench", "split": "dev"}}})
     with pytest.raises(ConfigError, match="min_gold"):
         validate_params({**base, "selections": {"x": {"source": "syn", "split": "dev", "min_gold": 0}}})
+
+
+def test_params_files_read_fast_as_the_pure_python_loader_reads_them(tmp_path):
+    """read_params_file parses with libyaml where built: the project's params.yaml reads exactly as with
+    yaml.SafeLoader (the reference); a result is the caller's own copy; an edited file is read again."""
+    import yaml
+
+    from toolret.paths import PACKAGE_ROOT, read_params_file
+
+    project = PACKAGE_ROOT / "params.yaml"
+    data, _ = read_params_file(project)
+    assert data == yaml.load(project.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+    data["bm25"]["k1"] = -1.0  # the caller's copy: the next read is not affected
+    assert read_params_file(project)[0]["bm25"]["k1"] != -1.0
+    path = tmp_path / "params.yaml"
+    path.write_text("bm25: {k1: 1.1}\n")
+    assert read_params_file(path)[0] == {"bm25": {"k1": 1.1}}
+    path.write_text("bm25: {k1: 1.3}\n")  # same size, same second
+    assert read_params_file(path)[0] == {"bm25": {"k1": 1.3}}

@@ -13,6 +13,7 @@ any validation); :func:`toolret.config.load_params` validates it. Both raise :cl
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 from typing import Any
@@ -51,13 +52,23 @@ def read_params_file(path: str | Path | None = None) -> tuple[dict[str, Any], Pa
         if explicit:
             raise ConfigError(f"{path}: params file not found")
         return {}, path
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
-    return data, path
+    text = path.read_text(encoding="utf-8")
+    memo_key = (str(path.resolve()), text)
+    if memo_key not in _PARAMS_MEMO:
+        try:  # libyaml's loader where built (same YAML 1.1 safe schema, ~10x faster than the pure-Python one)
+            data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{path}: not valid YAML: {e}") from None
+        data = data or {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+        _PARAMS_MEMO.clear()
+        _PARAMS_MEMO[memo_key] = data
+    return copy.deepcopy(_PARAMS_MEMO[memo_key]), path
+
+
+# the last params file parsed, by (path, text): a command reads it several times
+_PARAMS_MEMO: dict[tuple[str, str], dict[str, Any]] = {}
 
 
 def under_project(path: str | os.PathLike) -> Path:
