@@ -94,3 +94,19 @@ def test_params_files_read_fast_as_the_pure_python_loader_reads_them(tmp_path):
     assert read_params_file(path)[0] == {"bm25": {"k1": 1.1}}
     path.write_text("bm25: {k1: 1.3}\n")  # same size, same second
     assert read_params_file(path)[0] == {"bm25": {"k1": 1.3}}
+
+
+def test_dvc_lock_reads_fast_as_the_pure_python_loader_reads_it():
+    """The orchestration reads dvc.lock after every step (asset metadata): libyaml's parse of the project's
+    4 MB lock is what yaml.SafeLoader (the reference) makes of it, and a second read parses nothing."""
+    import yaml
+
+    from toolret import paths
+    from toolret.paths import PACKAGE_ROOT
+    from toolret.provenance import read_dvc_lock
+
+    lock = read_dvc_lock(PACKAGE_ROOT)
+    assert lock == yaml.load((PACKAGE_ROOT / "dvc.lock").read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+    parsed = paths._YAML_MEMO[str((PACKAGE_ROOT / "dvc.lock").resolve())][1]
+    lock["stages"].clear()  # the caller's copy
+    assert read_dvc_lock(PACKAGE_ROOT)["stages"] and paths._YAML_MEMO[str((PACKAGE_ROOT / "dvc.lock").resolve())][1] is parsed

@@ -72,12 +72,12 @@ def sha256_tree(path: str | Path) -> str:
 
 def read_dvc_lock(project_dir: str | Path) -> dict[str, Any]:
     """The parsed ``dvc.lock`` of a project (``{}`` when there is none)."""
-    import yaml
+    from toolret.paths import load_yaml_file
 
     lock = Path(project_dir) / "dvc.lock"
     if not lock.is_file():
         return {}
-    return yaml.safe_load(lock.read_text(encoding="utf-8")) or {}
+    return load_yaml_file(lock) or {}
 
 
 def _entries(lock: dict[str, Any], section: str) -> list[tuple[str, dict[str, Any]]]:
