@@ -419,8 +419,13 @@ def run_stage(item: StageItem, config: DvcStageConfig, dvc: DvcResource, run_id:
             log.info(f"`{item.name}` is up to date (dvc status, once for this run): no `dvc repro`")
         return False
     if item.costly and outs_present and not (config.force or dvc.allow_costly):
-        # an upstream re-run may have left it current: ask DVC about this stage alone
-        changes = dvc.status([item.name]).get(item.name) if item.name not in state.stale else state.stale[item.name]
+        # the run's first status stands unless an upstream stage re-ran since (in a fresh clone every input
+        # built by a cheap stage is missing at the start): then ask DVC about this stage alone, now
+        upstream_ran = any(u in state.ran for u in item.upstream)
+        if item.name in state.stale and not upstream_ran:
+            changes = state.stale[item.name]
+        else:
+            changes = dvc.status([item.name]).get(item.name)
         if changes:
             raise costly_stale_failure(item.name, changes)
         if log is not None:

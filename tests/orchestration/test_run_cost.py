@@ -121,3 +121,23 @@ def test_a_batch_run_writes_dvc_lock_once_at_its_end(tmp_path) -> None:
     assert commit_run(DvcResource(project_dir=str(project)), result.run_id) == ["prepare", "generate", "report"]
     status = sh([str(BIN / "dvc"), "status", "--json"], project).stdout
     assert json.loads(status[status.index("{"):]) == {}
+
+
+@pytest.mark.parametrize("batch", [True, False], ids=["make-run", "ui"])
+def test_a_fresh_clone_rebuilds_the_cheap_inputs_and_keeps_the_committed_costly_output(tmp_path, batch) -> None:
+    """A fresh clone has the committed costly output but none of the cheap outputs it was made from: at the
+    run's start the costly stage's inputs are missing (stale), and once the cheap stage has rebuilt them
+    (the same bytes) the costly stage is current: the run must neither stop nor regenerate it."""
+    from dagster_project.dvc_assets import BATCH_TAG
+
+    project = _project(tmp_path)
+    assert _run(project, job=ALL_JOB).success
+    gen = (project / "out" / "gen.txt").read_text()
+    (project / "out" / "prep.txt").unlink()  # what a clone lacks: outputs neither in git nor in a remote
+    (project / "out" / "report.txt").unlink()
+    result = _run(project, tags={BATCH_TAG: "batch"} if batch else None)
+    assert result.success, [str(e.event_specific_data.error) for e in result.all_events
+                            if e.event_type_value == "STEP_FAILURE"]
+    logs = "\n".join(_messages(result))
+    assert "Running stage 'generate'" not in logs and "repro --single-item generate" not in logs
+    assert (project / "out" / "gen.txt").read_text() == gen and (project / "out" / "prep.txt").is_file()
