@@ -41,3 +41,28 @@ def test_hybrid_exp_ft_fuses_the_expanded_bm25_with_the_trained_encoder(tmp_path
     pipe.save(tmp_path / "served")
     after = Pipeline.load(tmp_path / "served").search(queries, 5)
     assert [before.ranked_ids(i) for i in range(len(queries))] == [after.ranked_ids(i) for i in range(len(queries))]
+
+
+def test_a_served_fused_expansion_keeps_the_weight_chosen_on_dev(tmp_path: Path) -> None:
+    """Rebuilt for serving with every request, hybrid-exp-ft keeps its dev-phase weight: refitted, the dev
+    requests inside the documents would pick the weight (on MTRB-MetaTool it fell to the expanded BM25 alone)."""
+    from make_fixture import write_fixture_catalog
+
+    from toolret.adapt.candidates import candidates
+    from toolret.adapt.run import served_expansion
+    from toolret.catalog.io import load_catalog
+    from toolret.config import load_params
+    from toolret.roles import Corpus
+
+    catalog = load_catalog(write_fixture_catalog(tmp_path / "fixture", n_tools=30, n_train=40, n_test=20, seed=0))
+    train_only = [[q.text for q in catalog.split("train") if catalog.gold(q.id) == {t.id}][:1] for t in catalog.tools]
+    every = [[q.text for q in catalog.split("train") if catalog.gold(q.id) == {t.id}][:2] for t in catalog.tools]
+    cand = {c.name: c for c in candidates(catalog, load_params(), tmp_path / "work", "fast", 2,
+                                          {"epochs": 1, "max_train_pairs": 32})}["hybrid-exp-ft"]
+    dev_pipe = cand.build(train_only)
+    dev_pipe.fit(catalog)
+    dev_pipe.index(Corpus.from_catalog(catalog))
+    dev_pipe.retriever.weight = 0.3  # as if dev had chosen it (a refit on this catalogue would take 0.5)
+    served = served_expansion(cand, dev_pipe, every, catalog, catalog)
+    assert served.retriever.weight == 0.3
+    assert served.retriever.sides[0].n_copies > dev_pipe.retriever.sides[0].n_copies  # every request expands

@@ -158,10 +158,7 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
     for name in names:
         cand = next(c for c in pool if c.name == name)
         if cand.kind == "expansion":
-            pipe = cand.build(all_requests)
-            pipe.fit(synthetic)
-            pipe.index(Corpus.from_catalog(tools))
-            final[name] = pipe
+            final[name] = served_expansion(cand, pipelines[name], all_requests, synthetic, tools)
         else:
             final[name] = pipelines[name]
     labelled_results = _score_labelled(final, labelled) if labelled is not None else None
@@ -193,6 +190,22 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
         write_json(out / "adapt_report.json", report)
     say(f"adapt: champion {champion} written to {out / 'champion'} ({report['seconds']} s in all)")
     return report
+
+
+def served_expansion(cand, dev_pipe, all_requests, synthetic, tools):
+    """An expansion candidate rebuilt with every request (the dev tools' too) for serving. A fused one keeps
+    the weight it was chosen with on dev, while its expansion held train requests only: refitted, the dev
+    requests now inside the documents would choose the weight for it (the expanded side would look perfect)."""
+    from toolret.roles import Corpus
+
+    pipe = cand.build(all_requests)
+    pipe.fit(synthetic)
+    weight = getattr(dev_pipe.retriever, "weight", None)
+    if weight is not None and hasattr(pipe.retriever, "weight"):
+        pipe.retriever.weight = weight
+        pipe.retriever.stats.update(weight=weight, weight_source="adapt dev split (train-only expansion)")
+    pipe.index(Corpus.from_catalog(tools))
+    return pipe
 
 
 def _changes(previous: dict[str, Any] | None, fps: dict[str, str]) -> dict[str, int]:
