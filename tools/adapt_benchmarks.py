@@ -90,7 +90,8 @@ def render() -> str:
         p = champ["p_vs_best_untrained"]
         out.append(f"| {r['dataset']} ({r['n_tools']} tools, {r['n_test']} test) | {r['metric']} | " + " | ".join(cells)
                    + f" | **{r['champion']}** {champ['value']:.3f}" + ("" if p is None else f" (p={p:.3g})") + " |")
-    out += ["", "## Cost (2 CPU cores)", "",
+    out += ["", "A `-` cell: a candidate added after that row was run (`tools/adapt_benchmarks.py --datasets <dataset>` "
+            "reruns it from the committed generation shards).", "", "## Cost (2 CPU cores)", "",
             "Measured on a shared box (the session's other jobs ran beside each adapt: a 10-minute `dvc commit` beside "
             "MetaTool, `make test` beside RestBench and the incremental re-adapt); the 0.5B generator alone writes "
             "~1.7 samples/s, so the generation share of these times is ~1.7x what an idle box needs. Per 1,000 tools "
