@@ -23,6 +23,7 @@ metadata, checks) is a method of one :class:`DvcTranslator`, overridable part by
 import json
 import os
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -259,6 +260,11 @@ def load_stage_items(project_dir: str | Path | None = None, translator: "DvcTran
     from dvc.repo import Repo
 
     root = Path(project_dir or default_project_dir()).resolve()
+    from dagster_project.resources import restore_interrupted_commit
+
+    restored = restore_interrupted_commit(root)  # before DVC reads a lock a killed commit may have truncated
+    if restored:
+        print(f"warning: the last run's `dvc commit` was interrupted; {restored}", file=sys.stderr)
     if not (root / "dvc.yaml").is_file():
         raise FileNotFoundError(f"{root / 'dvc.yaml'}: missing (set TOOLRET_PROJECT_DIR to a DVC project)")
     params = load_params(root)

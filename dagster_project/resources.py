@@ -105,6 +105,21 @@ class RunState:
         self.uncommitted = []
 
 
+def _commit_backup(project: Path) -> Path:
+    return project / "data" / ".orchestration" / "dvc.lock.before-commit"
+
+
+def restore_interrupted_commit(project: Path) -> str | None:
+    """Put back ``dvc.lock`` as it was before a ``dvc commit`` that did not return (killed mid-write, the lock
+    may be truncated); what was done, or ``None`` where no commit was interrupted. The stages that commit would
+    have recorded are found stale again and rerun (their outputs are there: cheap ones cost their command)."""
+    backup = _commit_backup(project)
+    if not backup.is_file():
+        return None
+    os.replace(backup, project / "dvc.lock")
+    return f"dvc.lock put back from {backup.relative_to(project)} (the stages it would have recorded are stale again)"
+
+
 def _write_json(path: Path, obj: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(obj), encoding="utf-8")
@@ -251,9 +266,22 @@ class DvcResource(dg.ConfigurableResource):
         return rc, "\n".join(tail)
 
     def commit(self, stages: Sequence[str], log: Any = None) -> None:
-        """``dvc commit -f`` of ``stages`` in one call: one read and one write of ``dvc.lock`` for them all."""
-        if stages:
-            self.run(["commit", "-f", "-q", *stages], log=log)
+        """``dvc commit -f`` of ``stages`` in one call: one read and one write of ``dvc.lock`` for them all.
+
+        DVC rewrites ``dvc.lock`` in place: a kill during that write leaves it truncated. The lock as it was is
+        kept beside the run's state until the commit returns; the next run puts it back if it is still there
+        (:func:`restore_interrupted_commit`)."""
+        if not stages:
+            return
+        root = Path(self.project_dir)
+        backup = _commit_backup(root)
+        if (root / "dvc.lock").is_file():
+            backup.parent.mkdir(parents=True, exist_ok=True)
+            tmp = backup.with_name(backup.name + ".tmp")
+            tmp.write_bytes((root / "dvc.lock").read_bytes())
+            os.replace(tmp, backup)
+        self.run(["commit", "-f", "-q", *stages], log=log)
+        backup.unlink(missing_ok=True)
 
     def repro(self, stage: str, force: bool = False, log: Any = None) -> str:
         """``dvc repro --single-item <stage>`` (``--force`` to rerun an up-to-date stage)."""

@@ -141,3 +141,31 @@ def test_a_fresh_clone_rebuilds_the_cheap_inputs_and_keeps_the_committed_costly_
     logs = "\n".join(_messages(result))
     assert "Running stage 'generate'" not in logs and "repro --single-item generate" not in logs
     assert (project / "out" / "gen.txt").read_text() == gen and (project / "out" / "prep.txt").is_file()
+
+
+def test_a_run_after_a_commit_killed_mid_write_puts_dvc_lock_back(tmp_path, capsys) -> None:
+    """`make run` ends with one `dvc commit`, which rewrites dvc.lock in place: killed then, the lock is left
+    empty and every stage (costly ones too) looks stale. The lock before the commit is kept until the commit
+    returns, and the next run puts it back instead of stopping at the costly stage."""
+    from dagster_project.dvc_assets import BATCH_TAG
+
+    project = _project(tmp_path)
+    assert _run(project, job=ALL_JOB).success
+    lock = (project / "dvc.lock").read_text()
+    (project / "src" / "a.txt").write_text("two\n")  # a cheap stage to rerun and commit in a batch run
+    batch = _run(project, allow_costly=True, tags={BATCH_TAG: "batch"})
+    assert batch.success
+    from dagster_project.dvc_assets import commit_run
+
+    assert commit_run(DvcResource(project_dir=str(project)), batch.run_id)
+    backup = project / "data" / ".orchestration" / "dvc.lock.before-commit"
+    assert not backup.exists()  # a commit that returned leaves no backup
+    committed = (project / "dvc.lock").read_text()
+    # a commit killed mid-write: the backup is there, the lock truncated
+    backup.write_text(committed)
+    (project / "dvc.lock").write_text("")
+    result = _run(project)
+    assert result.success, [str(e.event_specific_data.error) for e in result.all_events
+                            if e.event_type_value == "STEP_FAILURE"]
+    assert (project / "dvc.lock").read_text() == committed != lock
+    assert "put back" in capsys.readouterr().err and not backup.exists()
