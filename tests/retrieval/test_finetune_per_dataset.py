@@ -36,3 +36,9 @@ def test_the_artifact_key_moves_only_for_the_dataset_with_its_own_settings() -> 
 def test_a_key_that_cannot_be_set_per_dataset_is_an_error_naming_it() -> None:
     with pytest.raises(ValidationError, match=r"finetune.datasets.toollens: keys \['max_seq_length'\]"):
         FinetuneConfig(datasets={"toollens": {"max_seq_length": 128}})
+
+
+def test_the_section_reads_as_before_where_no_dataset_has_its_own_settings() -> None:
+    """Other artifacts hash the whole section (ToolRerank's first stage): an empty table must not move them."""
+    assert "datasets" not in FinetuneConfig().to_dict()
+    assert FinetuneConfig(datasets={"toollens": {"epochs": 2}}).to_dict()["datasets"] == {"toollens": {"epochs": 2}}

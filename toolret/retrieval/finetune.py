@@ -57,6 +57,14 @@ class FinetuneConfig(LoraSettings):
         """``model`` / ``device`` filled from the dense section."""
         return self.replace(model=self.model or dense.model, device=self.device or dense.device)
 
+    def to_dict(self) -> dict[str, Any]:
+        """As the other sections; ``datasets`` only where set, so that artifact keys made from this section
+        before it existed (ToolRerank's first stage) keep their value."""
+        out = super().to_dict()
+        if not out.get("datasets"):
+            out.pop("datasets", None)
+        return out
+
     def for_dataset(self, name: str) -> FinetuneConfig:
         """The settings a training catalogue ``name`` is fine-tuned with: ``datasets[name]`` over the rest."""
         return self.replace(**{**self.datasets.get(name, {}), "datasets": {}})
