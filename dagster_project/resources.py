@@ -105,6 +105,18 @@ class RunState:
         self.uncommitted = []
 
 
+def _line_sink(log: Any, maxlen: int | None) -> tuple[collections.deque[str], Any]:
+    """A command's output lines: the last ``maxlen`` kept, each non-blank one sent to ``log``."""
+    tail: collections.deque[str] = collections.deque(maxlen=maxlen)
+
+    def on_line(line: str) -> None:
+        tail.append(line)
+        if log is not None and line.strip():
+            log.info(line)
+
+    return tail, on_line
+
+
 def _commit_backup(project: Path) -> Path:
     return project / "data" / ".orchestration" / "dvc.lock.before-commit"
 
@@ -174,16 +186,13 @@ class DvcResource(dg.ConfigurableResource):
 
     def _stream(self, argv: list[str], log: Any, maxlen: int | None) -> tuple[int, str]:
         """Run ``argv`` in the project (stdout and stderr merged, line by line to ``log``): ``(rc, last lines)``."""
-        tail: collections.deque[str] = collections.deque(maxlen=maxlen)
+        tail, on_line = _line_sink(log, maxlen)
         env = stage_env({"TOOLRET_PROJECT_DIR": self.project_dir})  # the CLI targets this project
         proc = subprocess.Popen(argv, cwd=self.project_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, errors="replace", bufsize=1, stdin=subprocess.DEVNULL)
         assert proc.stdout is not None
         for line in proc.stdout:
-            line = line.rstrip("\n")
-            tail.append(line)
-            if log is not None and line.strip():
-                log.info(line)
+            on_line(line.rstrip("\n"))
         return proc.wait(), "\n".join(tail)
 
     def run(self, args: list[str], log: Any = None, check: bool = True, keep: str = "tail") -> tuple[int, str]:
@@ -251,13 +260,7 @@ class DvcResource(dg.ConfigurableResource):
         argv = warm_argv(cmd)
         if argv is None:
             return None, ""
-        tail: collections.deque[str] = collections.deque(maxlen=self.tail_lines)
-
-        def on_line(line: str) -> None:
-            tail.append(line)
-            if log is not None and line.strip():
-                log.info(line)
-
+        tail, on_line = _line_sink(log, self.tail_lines)
         logs = Path(self.project_dir) / "data" / ".orchestration" / "logs" / f"{stage.replace('/', '_')}.log"
         try:
             rc = run_warm(argv, self.project_dir, stage_env({"TOOLRET_PROJECT_DIR": self.project_dir}), logs, on_line)
