@@ -182,3 +182,83 @@ def test_the_same_lora_finetune_twice_gives_the_same_adapter(fixture_catalog_dir
         weights.append(load_file(tmp_path / f"ft{run}" / "model" / "adapter_model.safetensors"))
     assert weights[0].keys() == weights[1].keys() and len(weights[0]) > 0
     assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+
+
+def test_a_full_finetune_resumes_on_another_machine_from_its_committed_checkpoint(fixture_catalog_dir, tmp_path):
+    """A full fine-tune exports each checkpoint beside its artifact (git-sized, no optimizer moments); a run
+    that has that folder and nothing else (a fresh clone: no work folder) resumes from it and completes."""
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import torch
+
+    from toolret.evaluation import load_run_info
+    from toolret.registry import MAX_GIT_FILE_MB
+    from toolret.retrieval.committed_checkpoint import MANIFEST, checkpoint_dir
+
+    config = FinetuneConfig(method="full", epochs=4, batch_size=8, lr=3e-4, max_seq_length=32, max_train_pairs=0,
+                            eval_steps=4)
+    out = tmp_path / "machine-a" / "ft"
+    code = ("import sys; from toolret.catalog.loaders.beir import load_beir; "
+            "from toolret.catalog.registry import carve_dev_split; "
+            "from toolret.retrieval.finetune import FinetuneConfig, finetune; "
+            f"finetune(carve_dev_split(load_beir(sys.argv[1]), 0.2, seed=0), sys.argv[2], FinetuneConfig(**{config.model_dump()!r}))")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(fixture_catalog_dir), str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    committed = checkpoint_dir(out)
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None:
+        if (committed / MANIFEST).is_file():
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    assert proc.wait() == -signal.SIGKILL, "training ended before its first checkpoint was exported"
+    manifest = json.loads((committed / MANIFEST).read_text())
+    files = [f for f in committed.rglob("*") if f.is_file()]
+    assert max(f.stat().st_size for f in files) <= MAX_GIT_FILE_MB * 2**20
+    optimizer = torch.load(committed / manifest["latest"] / "optimizer.pt", weights_only=True)
+    assert optimizer["state"] == {} and optimizer["param_groups"], "the moments stay out of git, the groups stay"
+
+    # another machine: only what git carries (the committed checkpoint), no work folder
+    other = tmp_path / "machine-b"
+    other.mkdir()
+    shutil.copytree(committed, checkpoint_dir(other / "ft"))
+    catalog = carve_dev_split(load_beir(fixture_catalog_dir), 0.2, seed=0)
+    report = finetune(catalog, other / "ft", config)
+    info = load_run_info(other / "ft" / "finetune.json")
+    assert info["resumed_from"] == manifest["latest"] and info["resumed_from_committed"] is True
+    steps_per_epoch = -(-report["n_train_pairs"] // config.batch_size)
+    assert report["steps"] == config.epochs * steps_per_epoch
+    # the dev history before the resume came with the checkpoint: every scored step is there
+    assert [h["step"] for h in report["dev_history"]] == list(range(4, report["steps"] + 1, 4))
+    assert not checkpoint_dir(other / "ft").exists(), "the committed checkpoint goes once the model is saved"
+    assert (other / "ft" / "model" / "model.safetensors.index.json").is_file()
+
+
+def test_a_committed_checkpoint_of_other_settings_is_not_resumed(tmp_path):
+    from toolret.atomic import write_json
+    from toolret.retrieval.committed_checkpoint import MANIFEST, import_checkpoint
+
+    src = tmp_path / "ft.checkpoint"
+    (src / "checkpoint-8").mkdir(parents=True)
+    (src / "checkpoint-8" / "trainer_state.json").write_text("{}")
+    write_json(src / MANIFEST, {"format": 1, "work": ".ft.work-aaaaaaaaaaaa", "latest": "checkpoint-8", "step": 8,
+                                "checkpoints": ["checkpoint-8"]})
+    assert import_checkpoint(src, tmp_path / ".ft.work-bbbbbbbbbbbb") is None
+    assert not (tmp_path / ".ft.work-bbbbbbbbbbbb").exists()
+    # the right work folder, already further on its own: its own checkpoint wins
+    work = tmp_path / ".ft.work-aaaaaaaaaaaa"
+    (work / "checkpoint-12").mkdir(parents=True)
+    (work / "checkpoint-12" / "trainer_state.json").write_text("{}")
+    assert import_checkpoint(src, work) is None
+    assert sorted(p.name for p in work.iterdir()) == ["checkpoint-12"]
+    # behind the committed one: imported, the trainer's best-checkpoint path pointed at this work folder
+    (work / "checkpoint-12" / "trainer_state.json").unlink()
+    (src / "checkpoint-8" / "trainer_state.json").write_text(json.dumps(
+        {"best_model_checkpoint": "/elsewhere/.ft.work-aaaaaaaaaaaa/checkpoint-8"}))
+    assert import_checkpoint(src, work) == str(work / "checkpoint-8")
+    state = json.loads((work / "checkpoint-8" / "trainer_state.json").read_text())
+    assert state["best_model_checkpoint"] == str(work / "checkpoint-8")

@@ -21,6 +21,7 @@ from pydantic import Field, field_validator
 from toolret.atomic import atomic_directory
 from toolret.catalog.model import Catalog
 from toolret.errors import CatalogError
+from toolret.retrieval.committed_checkpoint import checkpoint_dir, exporting_callback, import_checkpoint
 from toolret.retrieval.models import LoraSettings
 
 
@@ -124,7 +125,9 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
     With ``eval_steps > 0`` the dev split is scored every ``eval_steps`` steps, each scored step is
     checkpointed (beside ``out_dir``; a killed run resumes from its last checkpoint when rerun with the
     same config), and the step with the best dev recall@5 is the model saved. Returns the training
-    report (also written to ``out_dir/finetune.json``).
+    report (also written to ``out_dir/finetune.json``). A full fine-tune also exports each checkpoint to
+    ``<out_dir>.checkpoint`` (kept in git, :mod:`toolret.retrieval.committed_checkpoint`), from which a
+    run in another session or on another machine resumes; the folder goes once the model is saved.
     """
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
@@ -162,8 +165,11 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
             logging_steps=50, report_to="none", use_cpu=config.device == "cpu", disable_tqdm=False,
             dataloader_drop_last=False, **selection,
         )
+        committed = checkpoint_dir(out_dir)
+        callbacks = [exporting_callback(work, committed)] if evaluator and config.method == "full" else []
         trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset, evaluator=evaluator,
-                                             loss=losses.MultipleNegativesRankingLoss(model))
+                                             loss=losses.MultipleNegativesRankingLoss(model), callbacks=callbacks)
+        imported = import_checkpoint(committed, work) if callbacks else None
         resume = last_complete_checkpoint(work) if evaluator else None
         result = trainer.train(resume_from_checkpoint=resume)
         if config.method == "full":
@@ -188,9 +194,13 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
     from toolret.evaluation import run_info_path
 
     # how this run went (not what it produced): outside the DVC output, so a resumed run gives the same md5
-    write_json(run_info_path(out_dir / "finetune.json"), {"resumed_from": Path(resume).name if resume else None,
-                                                          "train_runtime_s": result.metrics.get("train_runtime")})
+    write_json(run_info_path(out_dir / "finetune.json"), {
+        "resumed_from": Path(resume).name if resume else None,
+        # from the committed checkpoint (another session or machine): the optimizer's moments restarted there
+        "resumed_from_committed": bool(imported) and resume == imported,
+        "train_runtime_s": result.metrics.get("train_runtime")})
     shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(checkpoint_dir(out_dir), ignore_errors=True)  # the artifact is there: its progress is done
     return report
 
 

@@ -1,0 +1,123 @@
+"""Training checkpoints that travel through git: a training longer than a session resumes on any machine.
+
+The trainer's own checkpoint (``checkpoint-<step>/`` in the work folder beside the artifact) holds the model
+in float32, the optimizer's moments (twice the model again), the scheduler, the RNG states and the trainer's
+state: ~4x the model, and gone with the work tree. Its committed form, ``<artifact>.checkpoint/`` beside the
+artifact (tracked by git, every file under the git file limit), keeps:
+
+- the weights as float16 shards (:func:`toolret.retrieval.finetune.save_compact`), loaded back as float32;
+- the scheduler, RNG states and trainer state (step, dev history, best step) as the trainer wrote them;
+- the optimizer's parameter groups but not its moments: the learning-rate schedule continues where it was,
+  and Adam estimates its moments afresh from the first step after the resume (the one way a resumed run
+  differs from an uninterrupted one; its run info says so).
+
+A checkpoint is imported only into a work folder of the same training (its name ends in a hash of the
+training's settings and data), and only when that folder has no later checkpoint of its own. The best checkpoint is
+exported beside the latest when they differ, so the model selected at the end can still be loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from toolret.atomic import atomic_directory, write_json
+
+MANIFEST = "progress.json"
+FORMAT = 1
+_STATE_FILES = ("trainer_state.json", "scheduler.pt", "rng_state.pth")
+
+
+def checkpoint_dir(out_dir: str | Path) -> Path:
+    """Where the committed checkpoint of the artifact ``out_dir`` lives: ``<out_dir>.checkpoint``."""
+    out_dir = Path(out_dir)
+    return out_dir.with_name(f"{out_dir.name}.checkpoint")
+
+
+def _key(work_name: str) -> str:
+    """The training's key in its work folder's name (``.<artifact>.work-<key>``): the hash of its settings
+    and data, whichever artifact folder the run wrote to."""
+    return work_name.rsplit(".work-", 1)[-1]
+
+
+def _step(checkpoint: str | Path) -> int:
+    return int(Path(checkpoint).name.rsplit("-", 1)[1])
+
+
+def export_checkpoint(work: str | Path, dest: str | Path) -> dict | None:
+    """Write the work folder's latest complete checkpoint (and its best, if another) to ``dest`` atomically.
+
+    Returns the manifest written, or None when the work folder has no complete checkpoint yet.
+    """
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from toolret.retrieval.finetune import last_complete_checkpoint, save_compact
+
+    work, dest = Path(work), Path(dest)
+    latest = last_complete_checkpoint(work)
+    if latest is None:
+        return None
+    latest = Path(latest)
+    state = json.loads((latest / "trainer_state.json").read_text(encoding="utf-8"))
+    names = [latest.name]
+    best = state.get("best_model_checkpoint")
+    if best and Path(best).name != latest.name and (work / Path(best).name / "trainer_state.json").is_file():
+        names.append(Path(best).name)
+    with atomic_directory(dest) as tmp:
+        for name in names:
+            src, out = work / name, tmp / name
+            save_compact(SentenceTransformer(str(src), device="cpu"), out)
+            for f in _STATE_FILES:
+                if (src / f).is_file():
+                    shutil.copy2(src / f, out / f)
+            optimizer = torch.load(src / "optimizer.pt", map_location="cpu", weights_only=True)
+            torch.save({"state": {}, "param_groups": optimizer["param_groups"]}, out / "optimizer.pt")
+        manifest = {"format": FORMAT, "work": work.name, "latest": latest.name, "step": _step(latest),
+                    "checkpoints": names, "optimizer_moments": "dropped"}
+        write_json(tmp / MANIFEST, manifest)
+    return manifest
+
+
+def import_checkpoint(src: str | Path, work: str | Path) -> str | None:
+    """Put the committed checkpoint ``src`` into the work folder ``work`` when it belongs there and is newer
+    than the work folder's own; returns the checkpoint path to resume from, or None (nothing imported)."""
+    from toolret.retrieval.finetune import last_complete_checkpoint
+
+    src, work = Path(src), Path(work)
+    manifest_file = src / MANIFEST
+    if not manifest_file.is_file():
+        return None
+    manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
+    if manifest.get("format") != FORMAT or _key(manifest.get("work", "")) != _key(work.name):
+        return None  # another training's (other settings or data): not resumable here
+    local = last_complete_checkpoint(work)
+    if local is not None and _step(local) >= manifest["step"]:
+        return None
+    work.mkdir(parents=True, exist_ok=True)
+    for name in manifest["checkpoints"]:
+        if (work / name).exists():
+            shutil.rmtree(work / name)
+        tmp = work / f".{name}.importing"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(src / name, tmp)
+        state_file = tmp / "trainer_state.json"  # the trainer wrote its own paths: point them at this work folder
+        state = json.loads(state_file.read_text(encoding="utf-8"))
+        if state.get("best_model_checkpoint"):
+            state["best_model_checkpoint"] = str(work / Path(state["best_model_checkpoint"]).name)
+        state_file.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        tmp.rename(work / name)
+    return str(work / manifest["latest"])
+
+
+def exporting_callback(work: str | Path, dest: str | Path):
+    """A trainer callback exporting each checkpoint to ``dest`` as soon as the trainer has saved it."""
+    from transformers import TrainerCallback
+
+    class _Export(TrainerCallback):
+        def on_save(self, args, state, control, **kwargs):
+            export_checkpoint(work, dest)
+            return control
+
+    return _Export()
