@@ -204,7 +204,9 @@ class DvcResource(dg.ConfigurableResource):
         Raises:
             dagster.Failure: on a non-zero exit when ``check``, with the output tail in its metadata.
         """
-        cmd = [*self._dvc(), *args]
+        return self._run_argv([*self._dvc(), *args], log, check, keep)
+
+    def _run_argv(self, cmd: list[str], log: Any, check: bool, keep: str) -> tuple[int, str]:
         if log is not None:
             log.info(f"$ {' '.join(cmd)}  (cwd={self.project_dir})")
         rc, text = self._stream(cmd, log, self.tail_lines if keep == "tail" else None)
@@ -269,7 +271,8 @@ class DvcResource(dg.ConfigurableResource):
         return rc, "\n".join(tail)
 
     def commit(self, stages: Sequence[str], log: Any = None) -> None:
-        """``dvc commit -f`` of ``stages`` in one call: one read and one write of ``dvc.lock`` for them all.
+        """``dvc commit -f`` of ``stages`` with one read and one write of ``dvc.lock`` for them all
+        (:mod:`dagster_project.dvc_commit`; DVC's own command rewrites the lock once per stage).
 
         DVC rewrites ``dvc.lock`` in place: a kill during that write leaves it truncated. The lock as it was is
         kept beside the run's state until the commit returns; the next run puts it back if it is still there
@@ -283,7 +286,10 @@ class DvcResource(dg.ConfigurableResource):
             tmp = backup.with_name(backup.name + ".tmp")
             tmp.write_bytes((root / "dvc.lock").read_bytes())
             os.replace(tmp, backup)
-        self.run(["commit", "-f", "-q", *stages], log=log)
+        code_root = str(Path(__file__).resolve().parents[1])  # where dagster_project is, whatever the cwd
+        self._run_argv([sys.executable, "-c", f"import sys; sys.path.insert(0, {code_root!r}); "
+                        "from dagster_project.dvc_commit import main; sys.exit(main())", *stages],
+                       log, check=True, keep="tail")
         backup.unlink(missing_ok=True)
 
     def repro(self, stage: str, force: bool = False, log: Any = None) -> str:
