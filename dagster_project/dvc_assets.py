@@ -430,6 +430,10 @@ def run_stage(item: StageItem, config: DvcStageConfig, dvc: DvcResource, run_id:
         upstream_ran = any(u in state.ran for u in item.upstream)
         if item.name in state.stale and not upstream_ran:
             changes = state.stale[item.name]
+        elif batch:  # dvc.lock is not written before the run ends: one index loaded in this process answers
+            from dagster_project.dvc_status import stage_status
+
+            changes = stage_status(dvc.project_dir, item.name)
         else:
             changes = dvc.status([item.name]).get(item.name)
         if changes:

@@ -358,6 +358,10 @@ def cmd_evaluate_grid(args: argparse.Namespace) -> None:
     from toolret.pipeline import build_pipeline
     from toolret.roles import Corpus
 
+    if args.record_generations:
+        from toolret.llm.shards import record_generations
+
+        record_generations(args.record_generations)
     params = _params(args)
     grid = params
     for part in args.grid.split("."):
@@ -756,6 +760,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--grid", required=True, help="params key of the grid, e.g. reinvoke.ablations")
     g.add_argument("--docs", default="original")
     g.add_argument("--out", required=True)
+    g.add_argument("--record-generations", metavar="JOB",
+                   help="write every LLM sample the committed shards lack (e.g. QTA's rewrites) as shards of JOB "
+                        "under data/generations/, to commit: a clone's rerun then needs no LLM")
     overrides(g)
     g.set_defaults(func=cmd_evaluate_grid)
 

@@ -110,3 +110,26 @@ def test_git_commit_commits_only_the_given_paths(tmp_path):
     assert git_commit([tmp_path / "s.jsonl"], "shard", tmp_path)
     assert git("show", "--name-only", "--format=", "HEAD").split() == ["s.jsonl"]
     assert "other.txt" in git("diff", "--cached", "--name-only")
+
+
+def test_samples_generated_outside_a_job_are_recorded_as_shards_a_clone_answers_from(generator, tmp_path):
+    """record_generations (``toolret evaluate-grid --record-generations``): what an evaluation had to generate
+    lands as a finished shard, and a fresh store answers it with no engine built."""
+    from toolret.llm.shards import record_generations
+
+    engine = CachedGenerator(Counting(generator), tmp_path / "cache.jsonl")
+    record_generations("rewrites")
+    try:
+        sf = StoreFirstGenerator(_store(tmp_path / "gen"), lambda: engine)
+        out = sf.generate(PROMPTS, SAMPLING)
+    finally:
+        record_generations(None)
+    (shard,) = (tmp_path / "gen" / "rewrites").glob("shard-*.jsonl")
+    meta = json.loads(shard.with_suffix(".meta.json").read_text())
+    assert meta["n_records"] == len(PROMPTS) * SAMPLING.n and meta["model_id"] == generator.model_id
+    assert "created" not in json.dumps(meta), "a committed shard carries no time stamp"
+    fresh = StoreFirstGenerator(_store(tmp_path / "gen"), _never)
+    assert fresh.generate(PROMPTS, SAMPLING) == out and not fresh.built
+    # recording is off again: a generator made now writes nothing
+    StoreFirstGenerator(_store(tmp_path / "gen2"), lambda: engine).generate(PROMPTS[:1], SAMPLING)
+    assert not (tmp_path / "gen2").exists()

@@ -52,6 +52,10 @@ class LazyCachedLLM:
         """The engine :meth:`build` uses (it names the shards this LLM may answer from)."""
         return "transformers"
 
+    def store_model(self) -> str:
+        """The generator's name in the committed shards (``data/generations/<its slug>``)."""
+        return self.cfg.llm_model
+
     def _cached_engine(self):
         from toolret.llm.cache import CachedGenerator
 
@@ -73,7 +77,7 @@ class LazyCachedLLM:
             if self.shards and self._inner is None:
                 from toolret.llm.shards import ShardStore, StoreFirstGenerator, store_root
 
-                store = ShardStore(store_root(self.cfg.llm_model), self.cfg.llm_model, self.engine_name())
+                store = ShardStore(store_root(self.store_model()), self.store_model(), self.engine_name())
                 self._cached = StoreFirstGenerator(store, self._cached_engine)
             else:
                 self._cached = self._cached_engine()

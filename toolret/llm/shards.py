@@ -170,15 +170,28 @@ def _generation(rec: dict) -> Generation:
                       finish_reason=rec.get("finish_reason", "stop"), meta={"cached": True, "shard": True})
 
 
+_record_job: str | None = None
+
+
+def record_generations(job: str | None) -> None:
+    """From now on in this process, every sample a :class:`StoreFirstGenerator` did not find in its store is
+    also written to it as a shard of ``job`` (``None``: stop). Generations made inside an evaluation (QTA's
+    rewrites of test queries) become committed shards this way, so a clone answers them without the LLM."""
+    global _record_job
+    _record_job = job
+
+
 class StoreFirstGenerator:
     """A ``Generator`` that answers from a :class:`ShardStore` and builds ``make_inner()`` (the cached
-    engine) only for requests the store lacks."""
+    engine) only for requests the store lacks (written to the store as a shard of ``record_job``, when
+    set: :func:`record_generations`)."""
 
-    def __init__(self, store: ShardStore, make_inner: Callable[[], Any]) -> None:
+    def __init__(self, store: ShardStore, make_inner: Callable[[], Any], record_job: str | None = None) -> None:
         self.store = store
         self._make_inner = make_inner
         self._inner = None
         self.stats = {"shard_hits": 0}
+        self.record_job = record_job if record_job is not None else _record_job
 
     @property
     def inner(self):
@@ -216,8 +229,17 @@ class StoreFirstGenerator:
         if hits:
             yield hits
         if missing:
+            recorded: list[dict] = []
             for batch in self.inner.iter_generate([requests[p] for p in missing], params):
+                if self.record_job:
+                    recorded += [shard_record(g, requests[missing[i]], params, self.inner.model_id,
+                                              self.inner.revision) for i, g in batch]
                 yield [(missing[i], g) for i, g in batch]
+            if recorded:
+                self.store.write_shard(self.record_job, recorded, {
+                    "job": self.record_job, "model_id": self.inner.model_id, "revision": self.inner.revision,
+                    "sampling": params.key(), "seed": int(params.seed),
+                    "prompts": len({r["prompt_key"] for r in recorded})})
 
 
 # ------------------------------------------------------------------ the durable job

@@ -107,7 +107,14 @@ def merge_adapter(generator, adapter: str | Path):
 
 
 class QTALLM(LazyCachedLLM):
-    """QTA's LLM: the local transformers model (LoRA needs its weights), with ``adapter`` merged in, cached."""
+    """QTA's LLM: the local transformers model (LoRA needs its weights), with ``adapter`` merged in, cached;
+    answered first from the committed shards of that model (the adapter's hash in its name), so that an
+    evaluation a clone reruns finds its rewrites there (``toolret evaluate-grid --record-generations``)."""
+
+    shards = True
+
+    def store_model(self) -> str:
+        return f"{self.cfg.llm_model}+qta-lora-{adapter_sha(self.adapter)}" if self.adapter else self.cfg.llm_model
 
     def __init__(self, cfg: QTAConfig, adapter: str | Path | None = None, cache_path: str | Path | None = None,
                  generator=None) -> None:
