@@ -84,9 +84,9 @@ def test_pairs_follow_the_reward_and_a_tiny_adapter_trains_and_round_trips(tmp_p
     assert tuned.generator.model_id.startswith(base.generator.model_id + "+qta-lora-")
     import torch
 
-    ids = torch.tensor([base.generator.inner.tokenize("get the weather forecast")])
+    ids = torch.tensor([base.engine.tokenize("get the weather forecast")])
     with torch.no_grad():
-        assert not torch.allclose(base.generator.inner.model(ids).logits, tuned.generator.inner.model(ids).logits)
+        assert not torch.allclose(base.engine.model(ids).logits, tuned.engine.model(ids).logits)
 
     # save / load round-trips: stored rewrites, and new queries rewritten by the reloaded adapter
     queries = [q.text for q in cat.split("test")[:3]]
