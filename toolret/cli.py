@@ -762,7 +762,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--out", required=True)
     g.add_argument("--record-generations", metavar="JOB",
                    help="write every LLM sample the committed shards lack (e.g. QTA's rewrites) as shards of JOB "
-                        "under data/generations/, to commit: a clone's rerun then needs no LLM")
+                        "beside them (data/generations/ or data/qta/generations/), to commit: a clone's rerun "
+                        "then needs no LLM")
     overrides(g)
     g.set_defaults(func=cmd_evaluate_grid)
 

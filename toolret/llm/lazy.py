@@ -53,8 +53,14 @@ class LazyCachedLLM:
         return "transformers"
 
     def store_model(self) -> str:
-        """The generator's name in the committed shards (``data/generations/<its slug>``)."""
+        """The generator's name in the committed shards."""
         return self.cfg.llm_model
+
+    def store_dir(self) -> Path:
+        """Where its committed shards live: ``data/generations/<model slug>``."""
+        from toolret.llm.shards import store_root
+
+        return store_root(self.store_model())
 
     def _cached_engine(self):
         from toolret.llm.cache import CachedGenerator
@@ -75,9 +81,9 @@ class LazyCachedLLM:
     def generator(self):
         if self._cached is None:
             if self.shards and self._inner is None:
-                from toolret.llm.shards import ShardStore, StoreFirstGenerator, store_root
+                from toolret.llm.shards import ShardStore, StoreFirstGenerator
 
-                store = ShardStore(store_root(self.store_model()), self.store_model(), self.engine_name())
+                store = ShardStore(self.store_dir(), self.store_model(), self.engine_name())
                 self._cached = StoreFirstGenerator(store, self._cached_engine)
             else:
                 self._cached = self._cached_engine()

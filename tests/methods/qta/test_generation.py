@@ -73,3 +73,24 @@ def test_registration_is_cheap_and_names_the_pipelines():
             "assert parse_spec('qta-zs', params).components == ['qta-base', 'dense']; "
             "assert component('qta-rewriter').trains and component('qta-base').trains")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_rewriter_answers_from_shards_named_by_its_adapter_outside_data_generations(tmp_path, monkeypatch):
+    """QTA's committed rewrites live under data/qta/generations/<base>_qta-lora-<adapter sha>: one folder per
+    adapter (another adapter never reads them), and none under data/generations (the synthetic catalogues
+    depend on that folder as a whole)."""
+    from toolret.methods.qta.config import QTAConfig
+    from toolret.methods.qta.generation import QTALLM, adapter_sha
+
+    monkeypatch.setenv("TOOLRET_PROJECT_DIR", str(tmp_path))
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder, weights in ((a, b"one"), (b, b"two")):
+        folder.mkdir()
+        (folder / "adapter_model.safetensors").write_bytes(weights)
+    cfg = QTAConfig()
+    tuned, other, base = QTALLM(cfg, a), QTALLM(cfg, b), QTALLM(cfg)
+    assert QTALLM.shards
+    assert tuned.store_dir() == tmp_path / "data" / "qta" / "generations" / \
+        f"{cfg.llm_model}_qta-lora-{adapter_sha(a)}"
+    assert tuned.store_dir() != other.store_dir() and base.store_dir().name == cfg.llm_model
+    assert tuned.store_model() == f"{cfg.llm_model}+qta-lora-{adapter_sha(a)}"

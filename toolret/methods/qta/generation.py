@@ -108,13 +108,21 @@ def merge_adapter(generator, adapter: str | Path):
 
 class QTALLM(LazyCachedLLM):
     """QTA's LLM: the local transformers model (LoRA needs its weights), with ``adapter`` merged in, cached;
-    answered first from the committed shards of that model (the adapter's hash in its name), so that an
+    answered first from its committed shards (``data/qta/generations/``, the adapter's hash in the model's name), so that an
     evaluation a clone reruns finds its rewrites there (``toolret evaluate-grid --record-generations``)."""
 
     shards = True
 
     def store_model(self) -> str:
         return f"{self.cfg.llm_model}+qta-lora-{adapter_sha(self.adapter)}" if self.adapter else self.cfg.llm_model
+
+    def store_dir(self) -> Path:
+        """``data/qta/generations/<model slug>``: beside QTA's other committed files, outside
+        ``data/generations`` (which the synthetic catalogues depend on as a whole)."""
+        from toolret.llm.models import model_slug
+        from toolret.paths import project_dir
+
+        return project_dir() / "data" / "qta" / "generations" / model_slug(self.store_model())
 
     def __init__(self, cfg: QTAConfig, adapter: str | Path | None = None, cache_path: str | Path | None = None,
                  generator=None) -> None:
