@@ -255,6 +255,10 @@ def test_a_committed_checkpoint_of_other_settings_is_not_resumed(tmp_path):
     (work / "checkpoint-12" / "trainer_state.json").write_text("{}")
     assert import_checkpoint(src, work) is None
     assert sorted(p.name for p in work.iterdir()) == ["checkpoint-12"]
+    # a finished training of other settings leaves it in place; its own training's end removes it
+    from toolret.retrieval.committed_checkpoint import discard_checkpoint
+
+    assert not discard_checkpoint(src, tmp_path / ".ft.work-cccccccccccc") and src.is_dir()
     # behind the committed one: imported, the trainer's best-checkpoint path pointed at this work folder
     (work / "checkpoint-12" / "trainer_state.json").unlink()
     (src / "checkpoint-8" / "trainer_state.json").write_text(json.dumps(
@@ -262,3 +266,4 @@ def test_a_committed_checkpoint_of_other_settings_is_not_resumed(tmp_path):
     assert import_checkpoint(src, work) == str(work / "checkpoint-8")
     state = json.loads((work / "checkpoint-8" / "trainer_state.json").read_text())
     assert state["best_model_checkpoint"] == str(work / "checkpoint-8")
+    assert discard_checkpoint(src, work) and not src.exists()

@@ -111,6 +111,19 @@ def import_checkpoint(src: str | Path, work: str | Path) -> str | None:
     return str(work / manifest["latest"])
 
 
+def discard_checkpoint(src: str | Path, work: str | Path) -> bool:
+    """Remove the committed checkpoint ``src`` if it is of the training of ``work`` (which has finished); one of
+    another training (other settings, e.g. a LoRA run beside a full fine-tune in progress) stays."""
+    src, work = Path(src), Path(work)
+    manifest_file = src / MANIFEST
+    if not manifest_file.is_file():
+        return False
+    if _key(json.loads(manifest_file.read_text(encoding="utf-8")).get("work", "")) != _key(work.name):
+        return False
+    shutil.rmtree(src)
+    return True
+
+
 def exporting_callback(work: str | Path, dest: str | Path):
     """A trainer callback exporting each checkpoint to ``dest`` as soon as the trainer has saved it."""
     from transformers import TrainerCallback

@@ -21,7 +21,12 @@ from pydantic import Field, field_validator
 from toolret.atomic import atomic_directory
 from toolret.catalog.model import Catalog
 from toolret.errors import CatalogError
-from toolret.retrieval.committed_checkpoint import checkpoint_dir, exporting_callback, import_checkpoint
+from toolret.retrieval.committed_checkpoint import (
+    checkpoint_dir,
+    discard_checkpoint,
+    exporting_callback,
+    import_checkpoint,
+)
 from toolret.retrieval.models import LoraSettings
 
 
@@ -200,7 +205,7 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
         "resumed_from_committed": bool(imported) and resume == imported,
         "train_runtime_s": result.metrics.get("train_runtime")})
     shutil.rmtree(work, ignore_errors=True)
-    shutil.rmtree(checkpoint_dir(out_dir), ignore_errors=True)  # the artifact is there: its progress is done
+    discard_checkpoint(checkpoint_dir(out_dir), work)  # the artifact is there: its progress is done
     return report
 
 
