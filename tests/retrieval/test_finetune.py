@@ -47,23 +47,29 @@ def test_finetune_saves_a_model_that_fits_its_training_queries(fixture_catalog_d
     assert train_ndcg(str(tmp_path / "ft" / "model")) > train_ndcg("all-MiniLM-L6-v2")
 
 
+def _finetune_process(catalog_dir, out, config: FinetuneConfig):
+    """``finetune`` of the fixture catalogue (dev carved from train) in a process of its own, to be killed."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from toolret.catalog.loaders.beir import load_beir; "
+            "from toolret.catalog.registry import carve_dev_split; "
+            "from toolret.retrieval.finetune import FinetuneConfig, finetune; "
+            f"finetune(carve_dev_split(load_beir(sys.argv[1]), 0.2, seed=0), sys.argv[2], FinetuneConfig(**{config.model_dump()!r}))")
+    return subprocess.Popen([sys.executable, "-c", code, str(catalog_dir), str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def test_finetune_selects_on_dev_and_resumes_after_kill(fixture_catalog_dir, tmp_path):
     """eval_steps > 0: dev recall@5 every n steps, the best step is the saved model, kill -9 resumes."""
     import signal
-    import subprocess
-    import sys
     import time
 
     from toolret.retrieval.finetune import last_complete_checkpoint
 
     config = FinetuneConfig(epochs=4, batch_size=8, lr=3e-4, max_seq_length=32, max_train_pairs=0, eval_steps=4)
     out = tmp_path / "ft"
-    code = ("import sys; from toolret.catalog.loaders.beir import load_beir; "
-            "from toolret.catalog.registry import carve_dev_split; "
-            "from toolret.retrieval.finetune import FinetuneConfig, finetune; "
-            f"finetune(carve_dev_split(load_beir(sys.argv[1]), 0.2, seed=0), sys.argv[2], FinetuneConfig(**{config.model_dump()!r}))")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(fixture_catalog_dir), str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = _finetune_process(fixture_catalog_dir, out, config)
     work_dirs = lambda: list(tmp_path.glob(".ft.work-*"))  # noqa: E731
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
@@ -189,8 +195,6 @@ def test_a_full_finetune_resumes_on_another_machine_from_its_committed_checkpoin
     that has that folder and nothing else (a fresh clone: no work folder) resumes from it and completes."""
     import shutil
     import signal
-    import subprocess
-    import sys
     import time
 
     import torch
@@ -202,12 +206,7 @@ def test_a_full_finetune_resumes_on_another_machine_from_its_committed_checkpoin
     config = FinetuneConfig(method="full", epochs=4, batch_size=8, lr=3e-4, max_seq_length=32, max_train_pairs=0,
                             eval_steps=4)
     out = tmp_path / "machine-a" / "ft"
-    code = ("import sys; from toolret.catalog.loaders.beir import load_beir; "
-            "from toolret.catalog.registry import carve_dev_split; "
-            "from toolret.retrieval.finetune import FinetuneConfig, finetune; "
-            f"finetune(carve_dev_split(load_beir(sys.argv[1]), 0.2, seed=0), sys.argv[2], FinetuneConfig(**{config.model_dump()!r}))")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(fixture_catalog_dir), str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = _finetune_process(fixture_catalog_dir, out, config)
     committed = checkpoint_dir(out)
     deadline = time.time() + 600
     while time.time() < deadline and proc.poll() is None:
