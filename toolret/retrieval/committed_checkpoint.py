@@ -41,8 +41,10 @@ def _key(work_name: str) -> str:
     return work_name.rsplit(".work-", 1)[-1]
 
 
-def _step(checkpoint: str | Path) -> int:
-    return int(Path(checkpoint).name.rsplit("-", 1)[1])
+def _manifest(src: Path) -> dict | None:
+    """The committed checkpoint's manifest, or None where ``src`` holds none."""
+    manifest_file = src / MANIFEST
+    return json.loads(manifest_file.read_text(encoding="utf-8")) if manifest_file.is_file() else None
 
 
 def export_checkpoint(work: str | Path, dest: str | Path) -> dict | None:
@@ -53,7 +55,7 @@ def export_checkpoint(work: str | Path, dest: str | Path) -> dict | None:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from toolret.retrieval.finetune import last_complete_checkpoint, save_compact
+    from toolret.retrieval.finetune import _checkpoint_step, last_complete_checkpoint, save_compact
 
     work, dest = Path(work), Path(dest)
     latest = last_complete_checkpoint(work)
@@ -74,7 +76,7 @@ def export_checkpoint(work: str | Path, dest: str | Path) -> dict | None:
                     shutil.copy2(src / f, out / f)
             optimizer = torch.load(src / "optimizer.pt", map_location="cpu", weights_only=True)
             torch.save({"state": {}, "param_groups": optimizer["param_groups"]}, out / "optimizer.pt")
-        manifest = {"format": FORMAT, "work": work.name, "latest": latest.name, "step": _step(latest),
+        manifest = {"format": FORMAT, "work": work.name, "latest": latest.name, "step": _checkpoint_step(latest),
                     "checkpoints": names, "optimizer_moments": "dropped"}
         write_json(tmp / MANIFEST, manifest)
     return manifest
@@ -83,17 +85,14 @@ def export_checkpoint(work: str | Path, dest: str | Path) -> dict | None:
 def import_checkpoint(src: str | Path, work: str | Path) -> str | None:
     """Put the committed checkpoint ``src`` into the work folder ``work`` when it belongs there and is newer
     than the work folder's own; returns the checkpoint path to resume from, or None (nothing imported)."""
-    from toolret.retrieval.finetune import last_complete_checkpoint
+    from toolret.retrieval.finetune import _checkpoint_step, last_complete_checkpoint
 
     src, work = Path(src), Path(work)
-    manifest_file = src / MANIFEST
-    if not manifest_file.is_file():
-        return None
-    manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
-    if manifest.get("format") != FORMAT or _key(manifest.get("work", "")) != _key(work.name):
-        return None  # another training's (other settings or data): not resumable here
+    manifest = _manifest(src)
+    if manifest is None or manifest.get("format") != FORMAT or _key(manifest.get("work", "")) != _key(work.name):
+        return None  # none, or another training's (other settings or data): not resumable here
     local = last_complete_checkpoint(work)
-    if local is not None and _step(local) >= manifest["step"]:
+    if local is not None and _checkpoint_step(local) >= manifest["step"]:
         return None
     work.mkdir(parents=True, exist_ok=True)
     for name in manifest["checkpoints"]:
@@ -115,10 +114,8 @@ def discard_checkpoint(src: str | Path, work: str | Path) -> bool:
     """Remove the committed checkpoint ``src`` if it is of the training of ``work`` (which has finished); one of
     another training (other settings, e.g. a LoRA run beside a full fine-tune in progress) stays."""
     src, work = Path(src), Path(work)
-    manifest_file = src / MANIFEST
-    if not manifest_file.is_file():
-        return False
-    if _key(json.loads(manifest_file.read_text(encoding="utf-8")).get("work", "")) != _key(work.name):
+    manifest = _manifest(src)
+    if manifest is None or _key(manifest.get("work", "")) != _key(work.name):
         return False
     shutil.rmtree(src)
     return True
