@@ -24,6 +24,9 @@ export TOOLRET_CACHE_HOME := $(CACHE_HOME)
 # unless `make run ALLOW_COSTLY=1`; `make paper` runs them (dagster_project.resources.DvcResource.allow_costly)
 export TOOLRET_ALLOW_COSTLY := $(if $(ALLOW_COSTLY),1,0)
 paper: export TOOLRET_ALLOW_COSTLY := 1
+# `make run WORKERS=2`: up to 2 independent stages at once (Dagster's multiprocess executor; DVC's own commands
+# still one at a time): dagster_project.definitions.run_executor
+export TOOLRET_WORKERS := $(or $(WORKERS),1)
 
 
 .PHONY: setup run paper test test-fast ui bench stages clean-runs generate generate-large

@@ -119,8 +119,9 @@ def build_definitions(project_dir: str | Path | None = None, translator: DvcTran
     each stage item made an asset by ``translator`` (default :class:`DvcTranslator`: key, group,
     description, tags, metadata, checks).
 
-    Execution is serialized (in-process executor and a ``dvc`` concurrency pool): every stage runs
-    ``dvc repro`` in the same repository, which holds a repo lock.
+    Execution: one step at a time (the in-process executor), or ``$TOOLRET_WORKERS`` steps at once
+    (``make run WORKERS=N``: :func:`run_executor`); the DVC commands of concurrent steps wait for each
+    other (:meth:`DvcResource._dvc_lock`: DVC holds a repository lock while it works).
     """
     root = Path(project_dir).resolve() if project_dir else default_project_dir()
     translator = translator or DvcTranslator()
@@ -155,5 +156,22 @@ def build_definitions(project_dir: str | Path | None = None, translator: DvcTran
             "mlflow": MlflowResource(project_dir=str(root),
                                      ui_url=os.environ.get("TOOLRET_MLFLOW_UI_URL") or DEFAULT_MLFLOW_UI),
         },
-        executor=dg.in_process_executor,
+        executor=run_executor(),
     )
+
+
+def run_executor(workers: int | None = None) -> dg.ExecutorDefinition:
+    """The executor of the project's jobs: in-process for one worker (the default), else a multiprocess
+    executor running up to ``workers`` independent steps at once (default ``$TOOLRET_WORKERS``, which
+    ``make run WORKERS=N`` sets). Its step processes fork from a server that imported this code location
+    once (no per-step start of Python, Dagster and the definitions)."""
+    if workers is None:
+        raw = os.environ.get("TOOLRET_WORKERS", "").strip() or "1"
+        if not raw.isdigit() or int(raw) < 1:
+            raise ValueError(f"TOOLRET_WORKERS={raw!r}: a positive number of concurrent steps")
+        workers = int(raw)
+    if workers <= 1:
+        return dg.in_process_executor
+    return dg.multiprocess_executor.configured(
+        {"max_concurrent": workers, "start_method": {"forkserver": {"preload_modules": ["dagster_project"]}}},
+        name=f"multiprocess_{workers}")

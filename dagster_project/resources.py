@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -204,12 +205,19 @@ class DvcResource(dg.ConfigurableResource):
         Raises:
             dagster.Failure: on a non-zero exit when ``check``, with the output tail in its metadata.
         """
-        return self._run_argv([*self._dvc(), *args], log, check, keep)
+        return self._run_argv([*self._dvc(), *args], log, check, keep, serialize=True)
 
-    def _run_argv(self, cmd: list[str], log: Any, check: bool, keep: str) -> tuple[int, str]:
+    def _run_argv(self, cmd: list[str], log: Any, check: bool, keep: str, serialize: bool = False
+                  ) -> tuple[int, str]:
+        """``serialize``: one DVC command at a time in this project, across the processes of a multiprocess
+        run (``make run WORKERS=N``): DVC holds a repository lock while it works, and a second ``dvc`` that
+        finds it taken fails instead of waiting. Stage commands of a batch run are not DVC's and run side by side."""
+        import contextlib
+
         if log is not None:
             log.info(f"$ {' '.join(cmd)}  (cwd={self.project_dir})")
-        rc, text = self._stream(cmd, log, self.tail_lines if keep == "tail" else None)
+        with self._dvc_lock() if serialize else contextlib.nullcontext():
+            rc, text = self._stream(cmd, log, self.tail_lines if keep == "tail" else None)
         if rc != 0 and check:
             raise dg.Failure(
                 description=f"`{' '.join(cmd)}` exited with {rc}:\n{text}",
@@ -217,6 +225,16 @@ class DvcResource(dg.ConfigurableResource):
                           "output_tail": dg.MetadataValue.md(f"```\n{text}\n```")},
             )
         return rc, text
+
+    @contextmanager
+    def _dvc_lock(self):
+        import fcntl
+
+        folder = Path(self.project_dir) / "data" / ".orchestration"
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / ".dvc-command.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
 
     def status(self, stages: Sequence[str] = ()) -> dict[str, Any]:
         """``dvc status --json [stages]``: ``{stage: [changes]}`` of every stale stage (current ones absent)."""
@@ -289,7 +307,7 @@ class DvcResource(dg.ConfigurableResource):
         code_root = str(Path(__file__).resolve().parents[1])  # where dagster_project is, whatever the cwd
         self._run_argv([sys.executable, "-c", f"import sys; sys.path.insert(0, {code_root!r}); "
                         "from dagster_project.dvc_commit import main; sys.exit(main())", *stages],
-                       log, check=True, keep="tail")
+                       log, check=True, keep="tail", serialize=True)
         backup.unlink(missing_ok=True)
 
     def repro(self, stage: str, force: bool = False, log: Any = None) -> str:
