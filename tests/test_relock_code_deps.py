@@ -58,3 +58,37 @@ def test_a_relocked_change_is_current_and_an_older_unrecorded_one_stays_stale(tm
     status = run(dvc, "status", "sa")
     assert "up to date" in status
     assert "changed deps" in run(dvc, "status", "sb")
+
+
+def test_a_folder_dep_narrowed_to_a_committed_subfolder_is_recorded_as_dvc_would(tmp_path: Path) -> None:
+    """``data/gen`` -> ``data/gen/m1`` (the shards of the one generator the stage reads): DVC finds the stage
+    current afterwards; a subfolder with an untracked file is not taken (it may hold data git does not know)."""
+    dvc = shutil.which("dvc")
+    if dvc is None:
+        pytest.skip("dvc not installed")
+
+    def run(*cmd: str) -> str:
+        return subprocess.run(cmd, cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+
+    run("git", "init", "-q")
+    run(dvc, "init", "-q")
+    for model in ("m1", "m2"):
+        (tmp_path / "gen" / model).mkdir(parents=True)
+        (tmp_path / "gen" / model / "shard-0.jsonl").write_text(f'{{"out": "{model}"}}\n')
+    (tmp_path / "dvc.yaml").write_text(
+        "stages:\n  s:\n    cmd: cat gen/m1/shard-0.jsonl > s.txt\n    deps: [gen]\n    outs: [s.txt]\n")
+    run(dvc, "repro", "-q")
+    run("git", "add", "-A")
+    run("git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "c")
+    (tmp_path / "dvc.yaml").write_text(
+        "stages:\n  s:\n    cmd: cat gen/m1/shard-0.jsonl > s.txt\n    deps: [gen/m1]\n    outs: [s.txt]\n")
+    (tmp_path / "gen" / "m2" / "shard-1.jsonl").write_text('{"out": "new"}\n')  # another generator's new shard
+    assert "changed deps" in run(dvc, "status", "s")
+    (tmp_path / "gen" / "m1" / "untracked.jsonl").write_text("{}\n")
+    assert _tool().main([], root=tmp_path) == 2  # not all committed: refused, nothing written
+    assert "changed deps" in run(dvc, "status", "s")
+    (tmp_path / "gen" / "m1" / "untracked.jsonl").unlink()
+
+    assert _tool().main([], root=tmp_path) == 0
+
+    assert "up to date" in run(dvc, "status", "s")

@@ -157,16 +157,23 @@ def test_the_core_cleaning_stage_reads_no_retrievers_section():
 
 def test_a_synthetic_catalogue_reads_a_built_dataset_or_a_corpus_from_its_sources():
     """A synthetic source among `datasets` is read as its curated catalogue; another named dataset (a corpus too
-    large to evaluate in `make run`, e.g. the 46,879-API environment) from its own source folders."""
+    large to evaluate in `make run`, e.g. the 46,879-API environment) from its own source folders. Of the
+    committed generations it depends on its generators' shard folders only: a shard another generator writes
+    (a larger model's, an adapted catalogue's) must not make a costly training catalogue stale."""
     params = load_params(ROOT / "params.yaml")
+    small = "data/generations/qwen2.5-coder-0.5b-instruct"
     params = params.replace(synthetic={**params.model_dump()["synthetic"], "syn": {"source": "toolbench-g1-instruction"},
-                                       "env-syn": {"source": "toolbench-env-g1-instruction", "sample_tools": 50}})
+                                       "env-syn": {"source": "toolbench-env-g1-instruction", "sample_tools": 50},
+                                       "big": {"source": "toolbench-g1-instruction", "multi_tool_groups": 3,
+                                               "llm_model": "qwen2.5-coder-1.5b-instruct"}})
     stage = yaml.safe_load(render_dvc_yaml(params))["stages"]["synthesize"]
-    assert stage["foreach"]["syn"] == {"src0": "data/curated/toolbench-g1-instruction",
-                                       "src1": "data/curated/toolbench-g1-instruction"}
-    assert stage["foreach"]["env-syn"] == {"src0": "${source.root}/toolbench-stabletoolbench",
-                                           "src1": "${source.root}/toolbench-toolenv"}
-    assert stage["do"]["deps"][:3] == ["${item.src0}", "${item.src1}", "data/generations"]
+    n = len([d for d in stage["do"]["deps"] if d.startswith("${item.")])
+    deps = {name: {item[f"src{i}"] for i in range(n)} for name, item in stage["foreach"].items()}
+    assert deps["syn"] == {"data/curated/toolbench-g1-instruction", small}
+    assert deps["env-syn"] == {"${source.root}/toolbench-stabletoolbench", "${source.root}/toolbench-toolenv", small}
+    assert deps["big"] == {"data/curated/toolbench-g1-instruction", "data/generations/qwen2.5-coder-1.5b-instruct",
+                           small}  # the multi-API requests: Re-Invoke's generator unless multi_llm_model says
+    assert "data/generations" not in stage["do"]["deps"]
     assert "--catalog" not in stage["do"]["cmd"] and {"synthetic", "source", "cleanup"} <= set(stage["do"]["params"])
 
 

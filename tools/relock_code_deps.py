@@ -11,6 +11,9 @@ With ``--params`` the locked params of the stages are set to what ``params.yaml`
 each declares: for a params edit that cannot alter outputs (a key moved out of a section that only reports
 read, e.g. the papers' numbers to ``paper:``).
 
+A data dep narrowed to a committed subfolder of a folder dep it had (``data/generations`` ->
+``data/generations/<model>``: every file git-tracked) gets that subfolder's DVC directory hash.
+
 With ``--adopt`` a data dep the stage newly declares (one it already read but did not list, e.g. the
 catalogue a dense-ft artifact's key is checked against) gets the entry its producing stage locked for it as
 an output: the data the stage was built from, since the stage's own inputs are checked against it at run
@@ -41,6 +44,28 @@ ROOT = Path(__file__).resolve().parents[1]
 def _code_entry(root: Path, path: str) -> dict:
     data = (root / path).read_bytes()
     return {"path": path, "hash": "md5", "md5": hashlib.md5(data).hexdigest(), "size": len(data)}
+
+
+def _narrowed_entry(root: Path, path: str, old: dict, tracked: set[str]) -> dict | None:
+    """The locked entry of ``path`` where it is a git-tracked folder (every file committed, e.g. LLM generation
+    shards) inside a folder dep of the stage's lock entry: the stage now declares part of what it read (its
+    DVC directory hash, as ``dvc commit`` would record it); else ``None``."""
+    folder = root / path
+    if not folder.is_dir() or not any(path.startswith(p.rstrip("/") + "/") for p in old):
+        return None
+    files = [f.relative_to(root).as_posix() for f in folder.rglob("*") if f.is_file()]
+    if not files or any(f not in tracked for f in files):
+        return None
+    import tempfile
+
+    from dvc.fs import LocalFileSystem
+    from dvc_data.hashfile.build import build
+    from dvc_data.hashfile.db import HashFileDB
+
+    fs = LocalFileSystem()
+    with tempfile.TemporaryDirectory() as odb:
+        _, meta, obj = build(HashFileDB(fs, odb), str(folder), fs, "md5")
+    return {"path": path, "hash": "md5", "md5": obj.hash_info.value, "size": meta.size, "nfiles": meta.nfiles}
 
 
 def _md5_at(root: Path, rev: str, path: str, memo: dict) -> str | None:
@@ -107,6 +132,9 @@ def main(argv: list[str], root: Path = ROOT) -> int:
                 new.append(_code_entry(root, path))
             elif path in old:
                 new.append(old[path])
+            elif (narrowed := _narrowed_entry(root, path, old, tracked)) is not None:
+                new.append(narrowed)  # a subfolder of a data dep it read whole: it reads less, not other data
+                print(f"relock: {name}: data dep narrowed to the committed folder {path}")
             elif path in produced:
                 new.append({k: v for k, v in produced[path].items() if k != "cache"})
                 print(f"relock: {name}: new data dep {path} adopts its producer's locked output")

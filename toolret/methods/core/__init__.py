@@ -35,12 +35,23 @@ def catalog_source_deps(params: Any, dataset: str) -> tuple[str, ...]:
 
 def synthetic_source_deps(params: Any, name: str) -> tuple[str, ...]:
     """What a synthetic training catalogue is made from, as DVC deps: its source's curated catalogue where the
-    source is among ``datasets``, else the source's raw folders (a corpus the stage loads and cleans itself)."""
-    source = param_value(params, "synthetic")[name]
-    source = source["source"] if isinstance(source, dict) else source.source
-    if source in (param_value(params, "datasets") or []):
-        return (f"data/curated/{source}",)
-    return catalog_source_deps(params, source)
+    source is among ``datasets``, else the source's raw folders (a corpus the stage loads and cleans itself),
+    and the committed shards of the generator(s) it reads (``data/generations/<model slug>``: a shard another
+    generator writes does not make it stale)."""
+    import importlib
+
+    spec = param_value(params, "synthetic")[name]
+    spec = spec if isinstance(spec, dict) else spec.model_dump()
+    source = spec["source"]
+    deps = (f"data/curated/{source}",) if source in (param_value(params, "datasets") or []) \
+        else catalog_source_deps(params, source)
+    default = param_value(params, "reinvoke.llm_model")
+    models = [spec.get("llm_model") or default]
+    if (spec.get("multi_tool_groups") or 0) + (spec.get("multi_category_groups") or 0) > 0:
+        models.append(spec.get("multi_llm_model") or default)
+    # importlib: as in catalog_source_deps, only `toolret stages` calls this
+    slug = importlib.import_module("toolret.llm.models").model_slug
+    return deps + tuple(dict.fromkeys(f"data/generations/{slug(m)}" for m in models))
 
 
 METHOD = register_method(Method(
@@ -69,7 +80,7 @@ METHOD = register_method(Method(
                  "generations (held-out categories and tools for unseen dev queries; no LLM runs, no test query "
                  "is read)",
             cmd="toolret catalog synthesize --name ${key} --out data/curated/${key}",
-            entry="toolret.cli:cmd_catalog_synthesize", item_deps=synthetic_source_deps, deps=("data/generations",),
+            entry="toolret.cli:cmd_catalog_synthesize", item_deps=synthetic_source_deps,
             params=("synthetic", "source", "cleanup"), outs=("data/curated/${key}",),
         ),
         StageTemplate(

@@ -1,0 +1,80 @@
+"""The training catalogues that the committed models were trained on rebuild, from the committed code, the
+datasets and the committed LLM generations, to the very bytes dvc.lock records.
+
+A `synthesize@*` stage is costly (it reads committed LLM outputs), so `make run` does not rebuild it on a
+machine that has it; a fresh clone does, and if the lock's hash is not what the committed code makes,
+every model trained on it (the ToolRerank cross-encoders) turns stale there and `make run` stops. That
+happened: the lock's BM25-filtered catalogues had been recorded from a workspace build that no committed
+code reproduces (7,387 training queries where the code writes 7,390)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from toolret.catalog.source import source_root
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = source_root()
+SOURCE = "toolbench-g1-instruction"
+
+
+def _synthesize_stages() -> dict[str, dict]:
+    """``{name: lock entry}`` of the synthetic catalogues built from the ToolBench G1 curated catalogue."""
+    stages = yaml.safe_load((REPO / "dvc.lock").read_text())["stages"]
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    return {key.split("@", 1)[1]: entry for key, entry in stages.items()
+            if key.startswith("synthesize@") and params["synthetic"][key.split("@", 1)[1]]["source"] == SOURCE}
+
+
+def _dvc_dir_hash(folder: Path) -> str:
+    import tempfile
+
+    from dvc.fs import LocalFileSystem
+    from dvc_data.hashfile.build import build
+    from dvc_data.hashfile.db import HashFileDB
+
+    fs = LocalFileSystem()
+    _, _, obj = build(HashFileDB(fs, tempfile.mkdtemp()), str(folder), fs, "md5")
+    return obj.hash_info.value
+
+
+def _toolret(project: Path, *args: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "TOOLRET_DATA_SOURCE"}
+    env["TOOLRET_PROJECT_DIR"] = str(project)
+    proc = subprocess.run([sys.executable, "-m", "toolret.cli", *args], cwd=project, env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, f"toolret {' '.join(args)} failed:\n{proc.stderr[-3000:]}"
+
+
+def test_the_lock_lists_the_synthetic_catalogues_this_test_rebuilds() -> None:
+    names = set(_synthesize_stages())
+    assert {"toolbench-synthetic", "toolbench-synthetic-filtered", "toolbench-synthetic-composed"} <= names
+
+
+@pytest.mark.skipif(not (SHARED / "toolbench-stabletoolbench").is_dir(), reason="../shared/datasets not present")
+def test_the_committed_synthetic_catalogues_rebuild_to_their_locked_bytes(tmp_path: Path) -> None:
+    project = tmp_path / "elsewhere" / "project"
+    (project / "data").mkdir(parents=True)
+    (project.parent / "shared").symlink_to(SHARED.resolve().parent, target_is_directory=True)  # ../shared
+    (project / "params.yaml").write_bytes((REPO / "params.yaml").read_bytes())
+    (project / "data" / "generations").symlink_to(REPO / "data" / "generations", target_is_directory=True)
+    stages = yaml.safe_load((REPO / "dvc.lock").read_text())["stages"]
+    _toolret(project, "catalog", "build", "--dataset", SOURCE, "--out", f"data/catalogs/{SOURCE}")
+    _toolret(project, "catalog", "clean", "--catalog", f"data/catalogs/{SOURCE}", "--out", f"data/curated/{SOURCE}")
+    assert _dvc_dir_hash(project / "data" / "curated" / SOURCE) == \
+        stages[f"clean@{SOURCE}"]["outs"][0]["md5"]
+    wrong = []
+    for name, entry in sorted(_synthesize_stages().items()):
+        _toolret(project, "catalog", "synthesize", "--name", name, "--out", f"data/curated/{name}")
+        built, locked = _dvc_dir_hash(project / "data" / "curated" / name), entry["outs"][0]["md5"]
+        if built != locked:
+            wrong.append(f"synthesize@{name}: built {built}, dvc.lock records {locked}")
+    assert wrong == [], "\n".join(wrong)
