@@ -47,10 +47,21 @@ def _manifest(src: Path) -> dict | None:
     return json.loads(manifest_file.read_text(encoding="utf-8")) if manifest_file.is_file() else None
 
 
-def export_checkpoint(work: str | Path, dest: str | Path) -> dict | None:
+def _same_training(manifest: dict, work: Path, key: str | None) -> bool:
+    return (manifest.get("key") or _key(manifest.get("work", ""))) == (key or _key(work.name))
+
+
+def export_checkpoint(work: str | Path, dest: str | Path, key: str | None = None, compact: bool = True,
+                      adapter_base: str | None = None) -> dict | None:
     """Write the work folder's latest complete checkpoint (and its best, if another) to ``dest`` atomically.
 
-    Returns the manifest written, or None when the work folder has no complete checkpoint yet.
+    ``key``: the training's key where the work folder's name does not end in it (default: from the name).
+    ``compact=False``: the checkpoint as the trainer wrote it, optimizer moments included (an adapter's: a few
+    MB; the resumed run is the uninterrupted one); ``adapter_base``: the base encoder its adapter names
+    portably (peft records the absolute path it was loaded from).
+
+    Returns the manifest written, or None when the work folder has no complete checkpoint yet or ``dest`` holds
+    another training's.
     """
     import torch
     from sentence_transformers import SentenceTransformer
@@ -61,6 +72,9 @@ def export_checkpoint(work: str | Path, dest: str | Path) -> dict | None:
     latest = last_complete_checkpoint(work)
     if latest is None:
         return None
+    held = _manifest(dest)
+    if held is not None and not _same_training(held, work, key):
+        return None  # another training's progress (other settings or data) is not overwritten
     latest = Path(latest)
     state = json.loads((latest / "trainer_state.json").read_text(encoding="utf-8"))
     names = [latest.name]
@@ -70,26 +84,35 @@ def export_checkpoint(work: str | Path, dest: str | Path) -> dict | None:
     with atomic_directory(dest) as tmp:
         for name in names:
             src, out = work / name, tmp / name
+            if not compact:
+                shutil.copytree(src, out)
+                if adapter_base and (out / "adapter_config.json").is_file():
+                    from toolret.retrieval.models import name_adapter_base
+
+                    name_adapter_base(out, adapter_base)
+                continue
             save_compact(SentenceTransformer(str(src), device="cpu"), out)
             for f in _STATE_FILES:
                 if (src / f).is_file():
                     shutil.copy2(src / f, out / f)
             optimizer = torch.load(src / "optimizer.pt", map_location="cpu", weights_only=True)
             torch.save({"state": {}, "param_groups": optimizer["param_groups"]}, out / "optimizer.pt")
-        manifest = {"format": FORMAT, "work": work.name, "latest": latest.name, "step": _checkpoint_step(latest),
-                    "checkpoints": names, "optimizer_moments": "dropped"}
+        manifest = {"format": FORMAT, "work": work.name, "key": key or _key(work.name), "latest": latest.name,
+                    "step": _checkpoint_step(latest), "checkpoints": names,
+                    "optimizer_moments": "dropped" if compact else "kept"}
         write_json(tmp / MANIFEST, manifest)
     return manifest
 
 
-def import_checkpoint(src: str | Path, work: str | Path) -> str | None:
-    """Put the committed checkpoint ``src`` into the work folder ``work`` when it belongs there and is newer
-    than the work folder's own; returns the checkpoint path to resume from, or None (nothing imported)."""
+def import_checkpoint(src: str | Path, work: str | Path, key: str | None = None) -> str | None:
+    """Put the committed checkpoint ``src`` into the work folder ``work`` when it belongs there (``key``: as in
+    :func:`export_checkpoint`) and is newer than the work folder's own; returns the checkpoint path to resume
+    from, or None (nothing imported)."""
     from toolret.retrieval.finetune import _checkpoint_step, last_complete_checkpoint
 
     src, work = Path(src), Path(work)
     manifest = _manifest(src)
-    if manifest is None or manifest.get("format") != FORMAT or _key(manifest.get("work", "")) != _key(work.name):
+    if manifest is None or manifest.get("format") != FORMAT or not _same_training(manifest, work, key):
         return None  # none, or another training's (other settings or data): not resumable here
     local = last_complete_checkpoint(work)
     if local is not None and _checkpoint_step(local) >= manifest["step"]:
@@ -110,24 +133,25 @@ def import_checkpoint(src: str | Path, work: str | Path) -> str | None:
     return str(work / manifest["latest"])
 
 
-def discard_checkpoint(src: str | Path, work: str | Path) -> bool:
+def discard_checkpoint(src: str | Path, work: str | Path, key: str | None = None) -> bool:
     """Remove the committed checkpoint ``src`` if it is of the training of ``work`` (which has finished); one of
     another training (other settings, e.g. a LoRA run beside a full fine-tune in progress) stays."""
     src, work = Path(src), Path(work)
     manifest = _manifest(src)
-    if manifest is None or _key(manifest.get("work", "")) != _key(work.name):
+    if manifest is None or not _same_training(manifest, work, key):
         return False
     shutil.rmtree(src)
     return True
 
 
-def exporting_callback(work: str | Path, dest: str | Path):
+def exporting_callback(work: str | Path, dest: str | Path, key: str | None = None, compact: bool = True,
+                       adapter_base: str | None = None):
     """A trainer callback exporting each checkpoint to ``dest`` as soon as the trainer has saved it."""
     from transformers import TrainerCallback
 
     class _Export(TrainerCallback):
         def on_save(self, args, state, control, **kwargs):
-            export_checkpoint(work, dest)
+            export_checkpoint(work, dest, key=key, compact=compact, adapter_base=adapter_base)
             return control
 
     return _Export()

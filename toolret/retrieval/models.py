@@ -83,7 +83,8 @@ def store_adapter_half(folder: str | Path) -> None:
 
 def name_adapter_base(folder: Path, base: str) -> None:
     """Make a saved LoRA encoder folder name its base encoder portably (a packaged name or a
-    project-relative folder) instead of the absolute path peft records."""
+    project-relative folder) instead of the absolute path peft records, and list its target modules in
+    one order (peft writes them from a set), so that a retrained adapter's config has the same bytes."""
     import json
 
     from toolret.paths import portable_path
@@ -91,6 +92,8 @@ def name_adapter_base(folder: Path, base: str) -> None:
     path = Path(folder) / ADAPTER_CONFIG
     cfg = json.loads(path.read_text(encoding="utf-8"))
     cfg["base_model_name_or_path"] = portable_path(base)
+    if isinstance(cfg.get("target_modules"), list):  # peft writes a set: its order varies from run to run
+        cfg["target_modules"] = sorted(cfg["target_modules"])
     path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 

@@ -146,3 +146,58 @@ def test_a_killed_training_resumes_from_its_last_checkpoint_to_the_uninterrupted
     pairs = [(q, doc) for q, *docs in _rows() for doc in docs]
     np.testing.assert_allclose(load_cross_encoder(out, 32).predict(pairs),
                                load_cross_encoder(tmp_path / "ref", 32).predict(pairs), rtol=1e-4, atol=1e-5)
+
+
+def test_a_training_resumes_on_another_machine_from_its_committed_checkpoint_alone(tmp_path):
+    """``committed``: each checkpoint is exported as the trainer wrote it (adapter, head, optimizer moments: a few MB
+    for git); machine B has that folder and no work folder, resumes from it, and ends with the model an
+    uninterrupted run makes; the folder is removed once the model is saved. A checkpoint of another training
+    (other key: settings or data) is not resumed."""
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from toolret.retrieval.committed_checkpoint import _manifest
+
+    kwargs = dict(base_model="all-MiniLM-L6-v2", max_length=32, epochs=6, batch_size=4, lr=2e-3, warmup_ratio=0.1,
+                  seed=0, loss="in_batch", in_batch_negatives=2)
+    work, committed = tmp_path / "a" / "work", tmp_path / "git" / "ce.checkpoint"
+    code = ("import sys, ast; from toolret.methods.toolrerank.crossencoder import train_cross_encoder; "
+            "from toolret.retrieval.models import LoraSettings; "
+            "train_cross_encoder(ast.literal_eval(sys.argv[1]), sys.argv[2], checkpoint_dir=sys.argv[3], save_steps=3, "
+            f"committed=sys.argv[4], key='k1', lora=LoraSettings(method='lora', lora_r=8), **{kwargs!r})")
+    proc = subprocess.Popen([sys.executable, "-c", code, repr(_rows()), str(tmp_path / "a" / "ce"), str(work),
+                             str(committed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if (committed / "progress.json").is_file():
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.02)
+    assert proc.wait() == -signal.SIGKILL, "training ended before its first export could be interrupted"
+    manifest = _manifest(committed)
+    assert manifest["key"] == "k1" and manifest["optimizer_moments"] == "kept" and manifest["step"] >= 3
+    assert (committed / manifest["latest"] / "optimizer.pt").is_file()
+    adapter = json.loads((committed / manifest["latest"] / "adapter_config.json").read_text(encoding="utf-8"))
+    assert adapter["base_model_name_or_path"] == "all-MiniLM-L6-v2"  # portable: no path of machine A
+
+    lora = LoraSettings(method="lora", lora_r=8)
+    other = tmp_path / "b" / "other"  # another training's (key k2) never resumes from it
+    report = train_cross_encoder(_rows(), other, checkpoint_dir=tmp_path / "b" / "w2", save_steps=100,
+                                 committed=committed, key="k2", lora=lora, **{**kwargs, "epochs": 1})
+    assert report["resumed_from"] is None and committed.is_dir()
+
+    out = tmp_path / "b" / "ce"  # machine B: the committed folder only
+    report = train_cross_encoder(_rows(), out, checkpoint_dir=tmp_path / "b" / "work", save_steps=3,
+                                 committed=committed, key="k1", lora=lora, **kwargs)
+    steps = kwargs["epochs"] * -(-len(_rows()) // kwargs["batch_size"])
+    assert report["resumed_from"] == manifest["latest"] and report["steps"] == steps
+    assert not committed.exists() and not (tmp_path / "b" / "work").exists()
+
+    reference = train_cross_encoder(_rows(), tmp_path / "ref", lora=lora, **kwargs)
+    pairs = [(q, doc) for q, *docs in _rows() for doc in docs]
+    np.testing.assert_allclose(load_cross_encoder(out, 32).predict(pairs),
+                               load_cross_encoder(tmp_path / "ref", 32).predict(pairs), rtol=1e-4, atol=1e-5)
+    shutil.rmtree(tmp_path / "a", ignore_errors=True)

@@ -123,7 +123,8 @@ def train_cross_encoder(examples: Sequence[tuple], out_dir: str | Path, *, base_
                         epochs: int, batch_size: int, lr: float, warmup_ratio: float, seed: int,
                         loss: str = "bce", in_batch_negatives: int = 4, device: str = "cpu",
                         lora: LoraSettings | None = None, checkpoint_dir: str | Path | None = None,
-                        save_steps: int = 0) -> dict[str, Any]:
+                        save_steps: int = 0, committed: str | Path | None = None, key: str | None = None
+                        ) -> dict[str, Any]:
     """Train a fresh-head cross-encoder and save it to ``out_dir`` (atomically); with ``lora.method ==
     "lora"`` a LoRA adapter plus the new head are trained and saved (naming ``base_model``).
 
@@ -135,7 +136,12 @@ def train_cross_encoder(examples: Sequence[tuple], out_dir: str | Path, *, base_
 
     ``checkpoint_dir`` and ``save_steps > 0``: the trainer's state is checkpointed there every ``save_steps`` steps
     and a call with the same examples and settings resumes from the last complete checkpoint (after a kill -9, or in
-    another session when the folder is carried over); the folder is removed once the model is saved."""
+    another session when the folder is carried over); the folder is removed once the model is saved.
+
+    ``committed`` (with ``checkpoint_dir``): each checkpoint is also exported there as the trainer wrote it (an
+    adapter's: a few MB, for git: :mod:`toolret.retrieval.committed_checkpoint`), and a run whose work folder has
+    no later checkpoint resumes from it (on another machine); ``key`` names the training (settings and data) so
+    that another's is never resumed. It is removed once the model is saved."""
     import shutil
     import tempfile
 
@@ -174,6 +180,13 @@ def train_cross_encoder(examples: Sequence[tuple], out_dir: str | Path, *, base_
     scratch = Path(checkpoint_dir) if checkpointed else Path(tempfile.mkdtemp(prefix="toolrerank-trainer-"))
     saving = {"save_strategy": "steps", "save_steps": save_steps, "save_total_limit": 1} if checkpointed else \
         {"save_strategy": "no"}
+    exported = checkpointed and committed is not None
+    callbacks = []
+    if exported:
+        from toolret.retrieval.committed_checkpoint import exporting_callback, import_checkpoint
+
+        import_checkpoint(committed, scratch, key=key)
+        callbacks = [exporting_callback(scratch, committed, key=key, compact=False, adapter_base=base_model)]
     resume = last_complete_checkpoint(scratch) if checkpointed else None
     try:
         args = CrossEncoderTrainingArguments(
@@ -181,7 +194,8 @@ def train_cross_encoder(examples: Sequence[tuple], out_dir: str | Path, *, base_
             learning_rate=lr, warmup_steps=max(1, int(warmup_ratio * steps)), seed=seed,
             logging_steps=max(1, steps // 10), report_to="none", use_cpu=device == "cpu", disable_tqdm=False,
             dataloader_drop_last=False, **saving, **sampler)
-        trainer = CrossEncoderTrainer(model=model, args=args, train_dataset=data, loss=objective)
+        trainer = CrossEncoderTrainer(model=model, args=args, train_dataset=data, loss=objective,
+                                      callbacks=callbacks or None)
         result = trainer.train(resume_from_checkpoint=resume)
     finally:
         if not checkpointed:  # checkpoints stay until the model is saved: a killed run resumes from them
@@ -203,6 +217,10 @@ def train_cross_encoder(examples: Sequence[tuple], out_dir: str | Path, *, base_
             name_adapter_base(tmp, base_model)
     if checkpointed:
         shutil.rmtree(scratch, ignore_errors=True)
+    if exported:
+        from toolret.retrieval.committed_checkpoint import discard_checkpoint
+
+        discard_checkpoint(committed, scratch, key=key)  # the model is there: its progress is done
     return {"loss": loss, "n_examples": len(examples), "n_positive": n_pos, "steps": result.global_step,
             "train_loss": result.training_loss, "train_runtime_s": result.metrics.get("train_runtime"),
             "resumed_from": Path(resume).name if resume else None}

@@ -31,6 +31,7 @@ from toolret.catalog.model import Catalog
 from toolret.errors import CatalogError
 from toolret.catalog.select import sample_queries
 from toolret.methods.toolrerank.config import PAPER_BEST, ToolRerankConfig
+from toolret.retrieval.committed_checkpoint import checkpoint_dir
 
 if TYPE_CHECKING:
     from toolret.config import CoreParams
@@ -66,6 +67,16 @@ def _work_dir(out_dir: Path, config: ToolRerankConfig, catalog: Catalog) -> Path
     key = hashlib.sha256(json.dumps([config.training().to_dict(), catalog.name, len(catalog.tools)],
                                     sort_keys=True).encode()).hexdigest()[:12]
     return out_dir.with_name(f".{out_dir.name}.work-{key}")
+
+
+def committed_key(work: Path, train: list, catalog: Catalog, documents: list[str]) -> str:
+    """The key of a cross-encoder training's committed checkpoint: its work folder's (settings, catalogue name
+    and size) and the content it trains on (the sampled training queries, their gold tools, the documents), so
+    that a checkpoint of a rebuilt catalogue is never resumed."""
+    from toolret.artifact_key import fingerprint
+
+    data = {"train": [[q.id, q.text, sorted(catalog.gold(q.id))] for q in train], "documents": documents}
+    return f"{work.name.rsplit('.work-', 1)[-1]}-{fingerprint(data)[:12]}"
 
 
 def first_stage(catalog: Catalog, config: ToolRerankConfig, params: CoreParams, docs: str):
@@ -145,7 +156,9 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
                                  epochs=config.epochs, batch_size=config.batch_size, lr=config.lr,
                                  warmup_ratio=config.warmup_ratio, seed=config.seed, loss=config.loss,
                                  in_batch_negatives=config.random_negatives, device=config.device, lora=config,
-                                 checkpoint_dir=work / "checkpoints", save_steps=config.save_steps)
+                                 checkpoint_dir=work / "checkpoints", save_steps=config.save_steps,
+                                 committed=checkpoint_dir(out_dir),
+                                 key=committed_key(work, train, catalog, documents))
         write_json(work / "cross_encoder.json", ce)
     ce_report = json.loads((work / "cross_encoder.json").read_text(encoding="utf-8"))
 
