@@ -129,8 +129,24 @@ def import_checkpoint(src: str | Path, work: str | Path, key: str | None = None)
         if state.get("best_model_checkpoint"):
             state["best_model_checkpoint"] = str(work / Path(state["best_model_checkpoint"]).name)
         state_file.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        _localize_adapter_base(tmp)
         tmp.rename(work / name)
     return str(work / manifest["latest"])
+
+
+def _localize_adapter_base(checkpoint: Path) -> None:
+    """An exported adapter names its base portably (``adapter_base``); the trainer resuming from it loads that
+    base by the name it finds, so point it at this machine's folder of that encoder."""
+    config = checkpoint / "adapter_config.json"
+    if not config.is_file():
+        return
+    from toolret.retrieval.models import resolve_encoder
+
+    cfg = json.loads(config.read_text(encoding="utf-8"))
+    base = cfg.get("base_model_name_or_path")
+    if base and not Path(base).is_dir():
+        cfg["base_model_name_or_path"] = str(resolve_encoder(base))
+        config.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def discard_checkpoint(src: str | Path, work: str | Path, key: str | None = None) -> bool:
