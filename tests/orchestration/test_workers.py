@@ -63,14 +63,11 @@ def test_two_workers_run_independent_stages_at_once_and_one_worker_does_not(tmp_
     assert not (one / "joined.out").exists()
 
 
-def test_a_bad_worker_count_is_an_error_naming_it() -> None:
+def test_a_bad_worker_count_is_an_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
     from dagster_project.definitions import run_executor
 
+    monkeypatch.setenv("TOOLRET_WORKERS", "two")
     with pytest.raises(ValueError, match="TOOLRET_WORKERS='two'"):
-        os.environ["TOOLRET_WORKERS"] = "two"
-        try:
-            run_executor()
-        finally:
-            del os.environ["TOOLRET_WORKERS"]
+        run_executor()
     assert run_executor(1).name == "in_process"
     assert run_executor(3).name == "multiprocess_3"
