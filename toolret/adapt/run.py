@@ -45,9 +45,30 @@ def _evaluate(pipeline, catalog, split: str, name: str) -> tuple[dict[str, Any],
     result, rows = evaluate_retriever(pipeline, catalog, method=name, docs="original", ks=KS, k_max=max(KS),
                                       split=split, bootstrap_samples=1000, seed=13, measure_latency=False)
     per_query = {m: np.array([r[m] for r in rows]) for m in ("ndcg@5", "recall@5", "comp@5") if rows and m in rows[0]}
-    return {"metrics": {m: round(v, 4) for m, v in result["metrics"].items()},
-            "ci95": {m: [round(x, 4) for x in v] for m, v in result["ci95"].items()},
-            "n_queries": result["n_queries"]}, per_query
+    summary = {"metrics": {m: round(v, 4) for m, v in result["metrics"].items()},
+               "ci95": {m: [round(x, 4) for x in v] for m, v in result["ci95"].items()},
+               "n_queries": result["n_queries"]}
+    subsets = (catalog.provenance or {}).get("dev_subsets")
+    if split == "dev" and subsets:
+        summary["by_subset"] = dev_breakdown(rows, subsets)
+    return summary, per_query
+
+
+def dev_breakdown(rows: list[dict[str, Any]], subsets: dict[str, str],
+                  metrics: tuple[str, ...] = ("ndcg@5", "recall@5")) -> dict[str, dict[str, Any]]:
+    """Per dev subset (requests of trained tools ``seen``, of held-out tools ``unseen``, composed ``multi``),
+    the count and the mean of each of ``metrics`` over its per-query ``rows``: where a dev verdict comes from.
+
+    Raises:
+        AdaptInputError: a row's query has no subset (the rows are not of this synthetic dev split).
+    """
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["query_id"] not in subsets:
+            raise AdaptInputError(f"dev query {r['query_id']!r} has no subset in the synthetic catalogue")
+        groups.setdefault(subsets[r["query_id"]], []).append(r)
+    return {name: {"n": len(g), **{m: round(float(np.mean([r[m] for r in g])), 4) for m in metrics}}
+            for name, g in sorted(groups.items())}
 
 
 def _paired(a: np.ndarray, b: np.ndarray) -> float:
@@ -323,5 +344,6 @@ def resolve_index(ref: str, tracking_uri: str | None = None) -> str:
     return str(source if source.is_absolute() else project_dir() / source)
 
 
-__all__ = ["ALPHA", "CARD", "EXPERIMENT", "SELECT_METRIC", "adapt", "choose_champion", "log_and_register",
+__all__ = ["ALPHA", "CARD", "EXPERIMENT", "SELECT_METRIC", "adapt", "choose_champion", "dev_breakdown",
+           "log_and_register",
            "model_card_markdown", "resolve_index"]

@@ -11,6 +11,8 @@ dev only (``dev_unseen``: dev measures tools no candidate was trained on, as new
 will be). Of the other tools' requests a seeded ``dev_fraction`` is dev (``dev_seen``), the rest train.
 Multi-tool requests are composed, each split from its own single-tool requests
 (:func:`toolret.catalog.synthetic.compose_requests`: 2-3 tools of one parent, or of one category).
+The catalogue's provenance names each dev request's subset (``dev_subsets``: ``seen``, ``unseen``, ``multi``),
+so that a dev verdict can be read per kind of request (:func:`toolret.adapt.run.dev_breakdown`).
 """
 
 from __future__ import annotations
@@ -191,6 +193,7 @@ def split_queries(catalog: Catalog, per_tool: Sequence[Sequence[str]], *, seed: 
     singles: dict[str, list[tuple[str, str]]] = {"train": [], "dev": []}
     seen_texts: set[str] = set()
     counts = {"train": 0, "dev_seen": 0, "dev_unseen": 0}
+    subsets: dict[str, str] = {}
     for tool, texts in zip(catalog.tools, per_tool):
         for j, text in enumerate(texts):
             key = " ".join(text.lower().split())
@@ -204,6 +207,8 @@ def split_queries(catalog: Catalog, per_tool: Sequence[Sequence[str]], *, seed: 
             qrels[qid] = {tool.id: 1}
             counts[bucket] += 1
             singles[split].append((text, tool.id))
+            if split == "dev":
+                subsets[qid] = bucket.removeprefix("dev_")
     for split, offset in (("dev", 3), ("train", 4)):
         composed = compose_requests(catalog, singles[split], round(compose * len(singles[split])),
                                     random.Random(seed + offset))
@@ -211,10 +216,12 @@ def split_queries(catalog: Catalog, per_tool: Sequence[Sequence[str]], *, seed: 
             qid = f"syn-multi-{split}{j}"
             queries.append(Query(qid, text, split))
             qrels[qid] = {t: 1 for t in ids}
+            if split == "dev":
+                subsets[qid] = "multi"
         counts[f"multi_{split}"] = len(composed)
     info = {"holdout_unit": kind, "held_out_tools": len(held), "tools": len(catalog.tools),
             "tools_with_requests": sum(1 for t in per_tool if t), **counts}
-    provenance = {"purpose": "training", "source": catalog.name, "adapt": info}
+    provenance = {"purpose": "training", "source": catalog.name, "adapt": info, "dev_subsets": subsets}
     return Catalog(f"{catalog.name}-synthetic", list(catalog.tools), queries, qrels, provenance), info
 
 
