@@ -78,3 +78,27 @@ def test_the_committed_synthetic_catalogues_rebuild_to_their_locked_bytes(tmp_pa
         if built != locked:
             wrong.append(f"synthesize@{name}: built {built}, dvc.lock records {locked}")
     assert wrong == [], "\n".join(wrong)
+
+
+def _catalog_stages() -> dict[str, dict]:
+    stages = yaml.safe_load((REPO / "dvc.lock").read_text())["stages"]
+    return {key: entry for key, entry in stages.items() if key.startswith("catalog@")}
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/datasets not present")
+@pytest.mark.parametrize("stage", sorted(_catalog_stages()))
+def test_every_locked_catalogue_rebuilds_elsewhere_to_its_locked_bytes(stage: str, tmp_path: Path) -> None:
+    """Each ``catalog@`` stage's command, run in a project at another path (``../shared`` a symlink), writes the
+    bytes dvc.lock records (the lock once held stale hashes for five ToolBench groups: a clone rebuilt them and
+    re-ran every evaluation downstream)."""
+    entry = _catalog_stages()[stage]
+    project = tmp_path / "elsewhere" / "project"
+    (project / "data").mkdir(parents=True)
+    (project.parent / "shared").symlink_to(SHARED.resolve().parent, target_is_directory=True)  # ../shared
+    (project / "params.yaml").write_bytes((REPO / "params.yaml").read_bytes())
+    command = entry["cmd"].split()
+    assert command[:3] == ["toolret", "catalog", "build"], f"{stage}: unexpected command {entry['cmd']!r}"
+    _toolret(project, *command[1:])
+    out = entry["outs"][0]
+    assert _dvc_dir_hash(project / out["path"]) == out["md5"], \
+        f"{stage}: the code builds other bytes than dvc.lock records for {out['path']}"
