@@ -4,8 +4,8 @@
 with its ``foreach`` expansions, the ~4 MB ``dvc.lock``) and rewrites ``dvc.lock``: at the end of a fresh
 clone's ``make run`` (~200 stages) that was over ten minutes of bookkeeping. Here the stages are collected
 from the project's index, loaded once (collecting each target on its own parses ``dvc.lock`` again for every
-one: ~10 min for ~130 stages), and saved (their dependencies' and outputs' hashes, cached outputs moved to the cache) as ``dvc commit -f``
-does, under the repository's lock, and ``dvc.lock`` is written once for them all.
+one: ~10 min for ~130 stages), and saved (their dependencies' and outputs' hashes, cached outputs moved to the
+cache) as ``dvc commit -f`` does, under the repository's lock, and ``dvc.lock`` is written once for them all.
 
 ``python -m dagster_project.dvc_commit STAGE...`` (run in the project directory) prints the stages committed.
 """
