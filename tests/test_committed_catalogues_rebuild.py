@@ -46,6 +46,15 @@ def _dvc_dir_hash(folder: Path) -> str:
     return obj.hash_info.value
 
 
+def _project_elsewhere(tmp_path: Path) -> Path:
+    """An empty project at another path than this checkout, ``../shared`` a symlink to the datasets folder."""
+    project = tmp_path / "elsewhere" / "project"
+    (project / "data").mkdir(parents=True)
+    (project.parent / "shared").symlink_to(SHARED.resolve().parent, target_is_directory=True)  # ../shared
+    (project / "params.yaml").write_bytes((REPO / "params.yaml").read_bytes())
+    return project
+
+
 def _toolret(project: Path, *args: str) -> None:
     env = {k: v for k, v in os.environ.items() if k != "TOOLRET_DATA_SOURCE"}
     env["TOOLRET_PROJECT_DIR"] = str(project)
@@ -61,10 +70,7 @@ def test_the_lock_lists_the_synthetic_catalogues_this_test_rebuilds() -> None:
 
 @pytest.mark.skipif(not (SHARED / "toolbench-stabletoolbench").is_dir(), reason="../shared/datasets not present")
 def test_the_committed_synthetic_catalogues_rebuild_to_their_locked_bytes(tmp_path: Path) -> None:
-    project = tmp_path / "elsewhere" / "project"
-    (project / "data").mkdir(parents=True)
-    (project.parent / "shared").symlink_to(SHARED.resolve().parent, target_is_directory=True)  # ../shared
-    (project / "params.yaml").write_bytes((REPO / "params.yaml").read_bytes())
+    project = _project_elsewhere(tmp_path)
     (project / "data" / "generations").symlink_to(REPO / "data" / "generations", target_is_directory=True)
     stages = yaml.safe_load((REPO / "dvc.lock").read_text())["stages"]
     _toolret(project, "catalog", "build", "--dataset", SOURCE, "--out", f"data/catalogs/{SOURCE}")
@@ -92,10 +98,7 @@ def test_every_locked_catalogue_rebuilds_elsewhere_to_its_locked_bytes(stage: st
     bytes dvc.lock records (the lock once held stale hashes for five ToolBench groups: a clone rebuilt them and
     re-ran every evaluation downstream)."""
     entry = _catalog_stages()[stage]
-    project = tmp_path / "elsewhere" / "project"
-    (project / "data").mkdir(parents=True)
-    (project.parent / "shared").symlink_to(SHARED.resolve().parent, target_is_directory=True)  # ../shared
-    (project / "params.yaml").write_bytes((REPO / "params.yaml").read_bytes())
+    project = _project_elsewhere(tmp_path)
     command = entry["cmd"].split()
     assert command[:3] == ["toolret", "catalog", "build"], f"{stage}: unexpected command {entry['cmd']!r}"
     _toolret(project, *command[1:])
