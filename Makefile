@@ -16,6 +16,9 @@ export GX_ANALYTICS_ENABLED := false
 export DAGSTER_HOME := $(CURDIR)/data/dagster_home
 export TOKENIZERS_PARALLELISM := false
 export PYTHONUNBUFFERED := 1
+# numpy's AVX-512 sorts order tied BM25 scores differently from its AVX2 ones: pinned so that every output is
+# the same bytes on every x86-64 machine (toolret/reproducibility.py, which holds the same list)
+export NPY_DISABLE_CPU_FEATURES ?= X86_V4 AVX512_ICL AVX512_SPR
 # LLM generations, embeddings and the default DVC remote live here, outside the work tree: a fresh
 # checkout on the same machine reuses them (override with TOOLRET_CACHE_HOME=/path)
 CACHE_HOME ?= $(or $(TOOLRET_CACHE_HOME),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/toolret)

@@ -31,7 +31,7 @@ from typing import Any
 
 import dagster as dg
 
-from dagster_project.resources import DvcResource, costly_stale_failure
+from dagster_project.resources import DvcResource, costly_stale_failure, describe_changes
 
 RESULTS_ROOT = "data/runs"  # where evaluate stages write <dataset>/<method>/<docs>.json
 # The asset graph cuts a group name longer than this (Dagster 1.13's collapsed group node: 320 px wide,
@@ -404,7 +404,8 @@ BATCH_TAG = "toolret/dvc-lock"  # a run tagged with it ``= "batch"`` writes dvc.
 
 
 def run_stage(item: StageItem, config: DvcStageConfig, dvc: DvcResource, run_id: str, log: Any = None,
-              batch: bool = False) -> bool:
+              batch: bool = False, graph: Mapping[str, StageItem] | None = None,
+              in_run: Sequence[str] | None = None) -> bool:
     """Bring one stage up to date; ``True`` if it ran.
 
     ``batch`` (a run launched by ``make run``, :data:`BATCH_TAG`): a stale stage runs its command directly
@@ -412,14 +413,22 @@ def run_stage(item: StageItem, config: DvcStageConfig, dvc: DvcResource, run_id:
     ends (:func:`commit_run`), instead of a ``dvc repro`` (7-20 s of bookkeeping) per stage.
 
     The up-to-date check is the run's (one ``dvc status`` of the whole graph, :class:`RunState`): a stage
-    current at the run's start whose upstream stages did not re-run is skipped in well under a second. A
-    costly stage (``meta: costly``) that is stale while its outputs exist stops the step before it runs,
+    current at the run's start whose upstream stages did not re-run is skipped in well under a second, and so
+    is one current by ``dvc.lock`` (``graph``: every stage item, ``in_run``: the run's stage names;
+    :mod:`dagster_project.current_by_lock`): its only changes are files this clone lacks (outputs kept in the
+    DVC cache, not in git) and nothing the run does reads them. A costly stage (``meta: costly``) that is stale while its outputs exist stops the step before it runs,
     naming what changed and the command that rebuilds it, unless ``force`` or ``dvc.allow_costly``.
     """
     root = Path(dvc.project_dir)
     outs_present = all((root / o).exists() for o in item.outs)
-    state = dvc.run_state(run_id, log)
+    state = dvc.run_state(run_id, log, None if graph is None else
+                          {n: (i.upstream, i.outs) for n, i in graph.items()}, in_run)
     reason = state.reason(item.name, item.upstream)
+    if not config.force and reason is None and item.name in state.deferred:
+        if log is not None:
+            log.info(f"`{item.name}` is current by dvc.lock: {describe_changes(state.stale[item.name])} -- files "
+                     f"this clone lacks, which nothing in this run reads (`dvc repro {item.name}` builds them)")
+        return False
     if not config.force and reason is None and outs_present:
         if log is not None:
             log.info(f"`{item.name}` is up to date (dvc status, once for this run): no `dvc repro`")
@@ -470,8 +479,10 @@ def _dvc_asset(item: StageItem, by_name: Mapping[str, StageItem], translator: Dv
 
     @dg.multi_asset(specs=[spec], name=item.op_name, pool="dvc", op_tags={"dvc/stage": item.name})
     def _run_stage(context: dg.AssetExecutionContext, config: DvcStageConfig, dvc: DvcResource) -> dg.MaterializeResult:
+        selected = context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys
+        in_run = [n for n, i in by_name.items() if i.asset_key in selected]
         run_stage(item, config, dvc, context.run.run_id, context.log,
-                  batch=context.run.tags.get(BATCH_TAG) == "batch")
+                  batch=context.run.tags.get(BATCH_TAG) == "batch", graph=by_name, in_run=in_run)
         metadata, data_version = materialization_metadata(item, dvc.project_dir)
         return dg.MaterializeResult(
             asset_key=item.asset_key,

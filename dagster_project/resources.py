@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,12 @@ TELEMETRY_OFF = {
 
 def stage_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for stage subprocesses: this interpreter's bin dir first on PATH (so the
-    ``toolret`` and ``dvc`` entry points of the venv are found), telemetry and downloads off."""
+    ``toolret`` and ``dvc`` entry points of the venv are found), telemetry and downloads off, numpy's
+    kernels pinned (:mod:`toolret.reproducibility`: the same bytes on every x86-64 machine)."""
+    from toolret.reproducibility import pin_numpy_dispatch
+
     env = dict(os.environ)
+    pin_numpy_dispatch(env)
     bindir = str(Path(sys.executable).parent)
     env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
     for k, v in TELEMETRY_OFF.items():
@@ -41,18 +45,28 @@ def stage_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 class RunState:
     """What one Dagster run knows of the DVC graph: the stale stages (``dvc status`` once, at the first
-    step) and the stages it re-ran since. A step whose stage was current and none of whose upstream
-    stages re-ran is current: it needs no ``dvc repro`` (7-20 s of bookkeeping each).
+    step), which of them are current by ``dvc.lock`` (:mod:`dagster_project.current_by_lock`: only files
+    missing in this clone, none needed by the run), and the stages it re-ran since. A step whose stage was
+    current (or current by the lock) and none of whose upstream stages re-ran needs no ``dvc repro``.
 
     Kept as ``data/.orchestration/<run id>.json`` under a file lock, so that steps in other processes
     (a multiprocess executor) share it.
     """
 
-    def __init__(self, path: Path, stale: dict[str, Any], ran: list[str], uncommitted: Sequence[str] = ()) -> None:
-        self.path, self.stale, self.ran, self.uncommitted = path, stale, ran, list(uncommitted)
+    def __init__(self, path: Path, data: dict[str, Any]) -> None:
+        self.path = path
+        self.stale: dict[str, Any] = data["stale"]
+        self.ran: list[str] = data["ran"]
+        self.uncommitted: list[str] = list(data.get("uncommitted", []))
+        self.deferred: set[str] = set(data.get("deferred", []))
+        self.build: set[str] = set(data.get("build", []))
 
     @classmethod
-    def open(cls, project: Path, run_id: str, dvc: "DvcResource", log: Any = None) -> "RunState":
+    def open(cls, project: Path, run_id: str, dvc: "DvcResource", log: Any = None,
+             graph: "Mapping[str, tuple[Sequence[str], Sequence[str]]] | None" = None,
+             in_run: "Sequence[str] | None" = None) -> "RunState":
+        """``graph``: ``{stage: (upstream stages, outs)}`` of the whole project and ``in_run``: the stages this
+        run materializes; without them no stage is taken as current by the lock."""
         import fcntl
 
         folder = project / "data" / ".orchestration"
@@ -63,18 +77,32 @@ class RunState:
             if not path.is_file():
                 start = time.perf_counter()
                 stale = dvc.status()
+                data: dict[str, Any] = {"stale": stale, "ran": []}
+                if graph is not None:
+                    from dagster_project.current_by_lock import plan
+
+                    p = plan(stale, {s: tuple(g[0]) for s, g in graph.items()},
+                             {s: tuple(g[1]) for s, g in graph.items()}, set(in_run if in_run is not None else graph),
+                             lambda s: all((project / o).exists() for o in graph[s][1]))
+                    data.update(deferred=sorted(p.deferred), build=sorted(p.build))
                 if log is not None:
-                    log.info(f"dvc status of the whole graph: {len(stale)} stale stage(s) "
+                    log.info(f"dvc status of the whole graph: {len(stale)} stale stage(s), "
+                             f"{len(data.get('deferred', []))} of them current by dvc.lock (files this clone "
+                             f"lacks and this run does not need), {len(data.get('build', []))} built because "
+                             f"a stage of the run reads their missing outputs "
                              f"({time.perf_counter() - start:.1f} s, once for this run)")
-                _write_json(path, {"stale": stale, "ran": []})
+                _write_json(path, data)
             data = json.loads(path.read_text(encoding="utf-8"))
-        return cls(path, data["stale"], data["ran"], data.get("uncommitted", []))
+        return cls(path, data)
 
     def reason(self, stage: str, upstream: Sequence[str]) -> str | None:
-        """Why ``stage`` may need to run (``None``: current)."""
-        if stage in self.stale:
-            return "stale at the run's start: " + describe_changes(self.stale[stage])
+        """Why ``stage`` may need to run (``None``: current, or current by the lock)."""
         ran = [u for u in upstream if u in self.ran]
+        if stage in self.stale and stage not in self.deferred:
+            if stage in self.build:
+                return ("its outputs are missing here and a stage of this run reads them (current by dvc.lock: "
+                        "built, not changed)")
+            return "stale at the run's start: " + describe_changes(self.stale[stage])
         return f"upstream stage(s) re-ran in this run: {', '.join(ran)}" if ran else None
 
     @classmethod
@@ -82,16 +110,17 @@ class RunState:
         path = project / "data" / ".orchestration" / f"{run_id}.json"
         if not path.is_file():
             return None
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return cls(path, data["stale"], data["ran"], data.get("uncommitted", []))
+        return cls(path, json.loads(path.read_text(encoding="utf-8")))
 
     def mark_ran(self, stage: str, committed: bool = True) -> None:
+        """``stage`` ran. A stage built only because its outputs were missing (:attr:`build`) is not a change:
+        the stages reading it do not re-run because of it."""
         import fcntl
 
         with open(self.path.parent / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             data = json.loads(self.path.read_text(encoding="utf-8"))
-            if stage not in data["ran"]:
+            if stage not in data["ran"] and stage not in data.get("build", []):
                 data["ran"].append(stage)
             if not committed and stage not in data.setdefault("uncommitted", []):
                 data["uncommitted"].append(stage)
@@ -245,10 +274,13 @@ class DvcResource(dg.ConfigurableResource):
         except ValueError as e:
             raise dg.Failure(description=f"`dvc status --json` printed no JSON ({e}):\n{text[-2000:]}") from None
 
-    def run_state(self, run_id: str, log: Any = None) -> "RunState":
+    def run_state(self, run_id: str, log: Any = None,
+                  graph: "Mapping[str, tuple[Sequence[str], Sequence[str]]] | None" = None,
+                  in_run: Sequence[str] | None = None) -> "RunState":
         """The run's view of the graph: one ``dvc status`` for the whole graph at the run's first step (kept
-        in a file beside the Dagster home so every step of the run reads it), and the stages the run re-ran."""
-        return RunState.open(Path(self.project_dir), run_id, self, log)
+        in a file beside the Dagster home so every step of the run reads it), what of it is current by
+        ``dvc.lock`` (``graph``, ``in_run``: :meth:`RunState.open`), and the stages the run re-ran."""
+        return RunState.open(Path(self.project_dir), run_id, self, log, graph, in_run)
 
     def run_command(self, stage: str, cmd: str, outs: Sequence[str], log: Any = None) -> None:
         """Run a stage's command as ``dvc repro`` would (its non-persistent outputs removed first), without

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from toolret.reproducibility import pin_numpy_dispatch
+
+pin_numpy_dispatch()  # before anything imports numpy: the same kernels, and bytes, on every x86-64 machine
+
 __version__ = "0.1.0"
 
 _API = ("Catalog", "EvalResult", "Tool", "ToolHit", "ToolSearcher", "ToolretError", "adapt", "build", "compare",

@@ -124,10 +124,10 @@ def test_a_batch_run_writes_dvc_lock_once_at_its_end(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("batch", [True, False], ids=["make-run", "ui"])
-def test_a_fresh_clone_rebuilds_the_cheap_inputs_and_keeps_the_committed_costly_output(tmp_path, batch) -> None:
-    """A fresh clone has the committed costly output but none of the cheap outputs it was made from: at the
-    run's start the costly stage's inputs are missing (stale), and once the cheap stage has rebuilt them
-    (the same bytes) the costly stage is current: the run must neither stop nor regenerate it."""
+def test_a_fresh_clone_builds_what_it_lacks_and_produces_and_keeps_the_committed_costly_output(tmp_path, batch) -> None:
+    """A fresh clone has the committed costly output but none of the cheap outputs: the report (what the run
+    produces, read by nothing) is built; the cheap input of the costly stage is current by dvc.lock and, read
+    by nothing the run runs, left unbuilt; the costly stage neither stops the run nor is regenerated."""
     from dagster_project.dvc_assets import BATCH_TAG
 
     project = _project(tmp_path)
@@ -140,7 +140,61 @@ def test_a_fresh_clone_rebuilds_the_cheap_inputs_and_keeps_the_committed_costly_
                             if e.event_type_value == "STEP_FAILURE"]
     logs = "\n".join(_messages(result))
     assert "Running stage 'generate'" not in logs and "repro --single-item generate" not in logs
-    assert (project / "out" / "gen.txt").read_text() == gen and (project / "out" / "prep.txt").is_file()
+    assert (project / "out" / "gen.txt").read_text() == gen and (project / "out" / "report.txt").is_file()
+    assert not (project / "out" / "prep.txt").exists()
+    assert "`prepare` is current by dvc.lock" in logs
+
+
+EVAL_GRAPH = {
+    "stages": {
+        "prepare": {"cmd": "mkdir -p out && cat src/a.txt > out/prep.txt", "deps": ["src"], "outs": ["out/prep.txt"]},
+        "index": {"cmd": "sort out/prep.txt > out/index.txt", "deps": ["out/prep.txt"], "outs": ["out/index.txt"]},
+        "evaluate": {"cmd": "bash eval.sh", "deps": ["out/index.txt", "eval.sh"],
+                     "outs": [{"results": {"cache": False}}]},  # kept in git, as data/runs is
+    }
+}
+
+
+def _as_a_fresh_clone(project) -> None:
+    """What a clone of ``project`` has: git's files (the results) and neither the DVC cache nor its outputs."""
+    import shutil
+
+    for name in ("prep.txt", "index.txt"):
+        (project / "out" / name).unlink()
+    shutil.rmtree(project / ".dvc" / "cache")
+
+
+@pytest.mark.parametrize("batch", [True, False], ids=["make-run", "ui"])
+def test_a_fresh_clone_with_the_results_in_git_builds_nothing_until_a_real_change_needs_it(tmp_path, batch) -> None:
+    from orch_helpers import make_dvc_project, sh
+
+    from dagster_project.dvc_assets import BATCH_TAG
+
+    project = make_dvc_project(tmp_path / "p", EVAL_GRAPH, {}, copy_code=False)
+    (project / "src").mkdir()
+    (project / "src" / "a.txt").write_text("b\na\n")
+    (project / "eval.sh").write_text("mkdir -p results && wc -l < out/index.txt > results/n.txt\n")
+    sh(["git", "add", "-A"], project)
+    tags = {BATCH_TAG: "batch"} if batch else None
+    assert _run(project, job=ALL_JOB).success
+    if batch:
+        from dagster_project.dvc_assets import commit_run  # noqa: F401  (ALL_JOB is not a batch run)
+    _as_a_fresh_clone(project)
+    result = _run(project, tags=tags)
+    assert result.success
+    logs = "\n".join(_messages(result))
+    assert "Running stage '" not in logs and "repro --single-item" not in logs
+    assert logs.count("is current by dvc.lock") == 3
+    assert not (project / "out" / "index.txt").exists()
+    # a real change to what the evaluation runs: it re-runs, and the missing inputs it reads are built first
+    (project / "eval.sh").write_text("mkdir -p results && cat out/index.txt > results/n.txt\n")
+    result = _run(project, tags=tags)
+    assert result.success, [str(e.event_specific_data.error) for e in result.all_events
+                            if e.event_type_value == "STEP_FAILURE"]
+    logs = "\n".join(_messages(result))
+    ran = ("Running stage '{}'" if batch else "repro --single-item {}")
+    assert all(ran.format(s) in logs for s in ("prepare", "index", "evaluate"))
+    assert (project / "results" / "n.txt").read_text() == "a\nb\n"
 
 
 def test_a_run_after_a_commit_killed_mid_write_puts_dvc_lock_back(tmp_path, capsys) -> None:
