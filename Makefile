@@ -56,20 +56,18 @@ $(DAGSTER_HOME)/dagster.yaml: dagster_home/dagster.yaml
 	mkdir -p $(DAGSTER_HOME)
 	cp dagster_home/dagster.yaml $@
 
-# the main job: artifacts the remote has are pulled, the quick stages run (catalogs, cleanup, indexes,
-# evaluations), costly stages (fine-tuning, LLM generation) only where their outputs are already there.
+# the main job: artifacts the remote has are pulled (at its first step, unless no file the graph reads changed
+# since the last run: dagster_project/graph_snapshot.py), the quick stages run (catalogs, cleanup, indexes,
+# evaluations), costly stages (fine-tuning, LLM generation) only where their outputs are already there; what
+# it built is recorded in dvc.lock and pushed to the DVC remote at its end (dagster_project.dvc_assets.close_run).
 # dagster_project.launch runs the job in this process (no daemon; fails if the run fails) as a run of the
 # code location `make ui` serves, so the UI lists it under the job (`dagster job execute` would not)
 run: setup
-	$(BIN)/dvc pull -q --allow-missing || true
 	$(BIN)/python -m dagster_project.launch -m dagster_project -j toolret_run
-	$(BIN)/dvc push -q || true
 
 # the full paper protocol: every stage, fine-tuning and LLM generation included (hours on 2 CPU cores)
 paper: setup
-	$(BIN)/dvc pull -q --allow-missing || true
 	$(BIN)/python -m dagster_project.launch -m dagster_project -j toolret_all
-	$(BIN)/dvc push -q || true
 
 # the long LLM jobs (hours on 2 cores), advanced in shards committed to git as they finish
 # (data/generations/): run in the background at the start of a session until nothing is missing; a fresh

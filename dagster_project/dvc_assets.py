@@ -422,7 +422,7 @@ def run_stage(item: StageItem, config: DvcStageConfig, dvc: DvcResource, run_id:
     root = Path(dvc.project_dir)
     outs_present = all((root / o).exists() for o in item.outs)
     state = dvc.run_state(run_id, log, None if graph is None else
-                          {n: (i.upstream, i.outs) for n, i in graph.items()}, in_run)
+                          {n: (i.upstream, i.outs) for n, i in graph.items()}, in_run, pull=batch)
     reason = state.reason(item.name, item.upstream)
     if not config.force and reason is None and item.name in state.deferred:
         if log is not None:
@@ -474,6 +474,29 @@ def commit_run(dvc: DvcResource, run_id: str, log: Any = None) -> list[str]:
     return stages
 
 
+def close_run(dvc: DvcResource, run_id: str, succeeded: bool, log: Any = None) -> list[str]:
+    """The end of a batch run: the stages it ran recorded in ``dvc.lock`` (:func:`commit_run`) and pushed to
+    the DVC remote, and the graph's status kept for the next run (:mod:`dagster_project.graph_snapshot`):
+    the run's own first status where nothing ran, DVC's where something did; none after a failed run.
+    Returns the committed stages."""
+    from dagster_project import graph_snapshot
+    from dagster_project.resources import RunState
+
+    project = Path(dvc.project_dir)
+    state = RunState.read(project, run_id)
+    if state is None:  # no DVC stage step ran in this run
+        return []
+    stages = commit_run(dvc, run_id, log)
+    if stages:
+        dvc.run(["push", "-q", *stages], log=log, check=False)
+    if not succeeded:
+        graph_snapshot.forget(project)
+        return stages
+    stale = dvc.status() if (stages or state.ran or state.build) else state.stale
+    graph_snapshot.store_status(project, stale, run_id)
+    return stages
+
+
 def _dvc_asset(item: StageItem, by_name: Mapping[str, StageItem], translator: DvcTranslator) -> dg.AssetsDefinition:
     spec = translator.asset_spec(item, by_name)
 
@@ -518,5 +541,6 @@ __all__ = [
     "read_results",
     "run_stage",
     "BATCH_TAG",
+    "close_run",
     "commit_run",
 ]

@@ -103,19 +103,22 @@ def launch(job_name: str, module: str = "dagster_project", *, instance: Any = No
         )
         recon_job = location.get_reconstructable_job(repo.name, job_name)
     execute_run(recon_job, run, instance, raise_on_error=False)
-    _commit_batch(run.run_id)
-    return instance.get_run_by_id(run.run_id)
+    done = instance.get_run_by_id(run.run_id)
+    _close_batch(run.run_id, done.status == dg.DagsterRunStatus.SUCCESS)
+    return done
 
 
-def _commit_batch(run_id: str) -> None:
-    """Record the stages the run ran (its successful steps, even in a failed run) in dvc.lock, in one call."""
-    from dagster_project.dvc_assets import commit_run, default_project_dir
+def _close_batch(run_id: str, succeeded: bool) -> None:
+    """Record the stages the run ran (its successful steps, even in a failed run) in dvc.lock, in one call, push
+    them to the DVC remote, and keep the graph's status for the next run (:func:`dvc_assets.close_run`)."""
+    from dagster_project.dvc_assets import close_run, default_project_dir
     from dagster_project.resources import DvcResource
 
     root = os.environ.get("TOOLRET_PROJECT_DIR") or str(default_project_dir())
-    stages = commit_run(DvcResource(project_dir=root), run_id)
+    stages = close_run(DvcResource(project_dir=root), run_id, succeeded)
     if stages:
-        print(f"dvc.lock: {len(stages)} stage(s) recorded (one dvc commit)", file=sys.stderr)
+        print(f"dvc.lock: {len(stages)} stage(s) recorded (one dvc commit) and pushed to the DVC remote",
+              file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -64,9 +64,11 @@ class RunState:
     @classmethod
     def open(cls, project: Path, run_id: str, dvc: "DvcResource", log: Any = None,
              graph: "Mapping[str, tuple[Sequence[str], Sequence[str]]] | None" = None,
-             in_run: "Sequence[str] | None" = None) -> "RunState":
+             in_run: "Sequence[str] | None" = None, pull: bool = False) -> "RunState":
         """``graph``: ``{stage: (upstream stages, outs)}`` of the whole project and ``in_run``: the stages this
-        run materializes; without them no stage is taken as current by the lock."""
+        run materializes; without them no stage is taken as current by the lock. The status is the one the
+        last run stored where nothing the graph reads changed since (:mod:`dagster_project.graph_snapshot`),
+        else DVC's, after a ``dvc pull`` where ``pull`` (a batch run: ``make run``)."""
         import fcntl
 
         folder = project / "data" / ".orchestration"
@@ -75,9 +77,17 @@ class RunState:
         with open(folder / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not path.is_file():
+                from dagster_project import graph_snapshot
+
                 start = time.perf_counter()
-                stale = dvc.status()
-                data: dict[str, Any] = {"stale": stale, "ran": []}
+                stored = graph_snapshot.stored_status(project)
+                if stored is not None:  # nothing the graph reads changed since the run that stored it
+                    stale, how = stored, "kept from the last run: no file the graph reads changed since"
+                else:
+                    if pull:  # what the DVC remote has is restored first (an output there is not rebuilt)
+                        dvc.run(["pull", "-q", "--allow-missing"], log=log, check=False)
+                    stale, how = dvc.status(), "asked of DVC"
+                data: dict[str, Any] = {"stale": stale, "ran": [], "status": how}
                 if graph is not None:
                     from dagster_project.current_by_lock import plan
 
@@ -86,7 +96,7 @@ class RunState:
                              lambda s: all((project / o).exists() for o in graph[s][1]))
                     data.update(deferred=sorted(p.deferred), build=sorted(p.build))
                 if log is not None:
-                    log.info(f"dvc status of the whole graph: {len(stale)} stale stage(s), "
+                    log.info(f"dvc status of the whole graph ({how}): {len(stale)} stale stage(s), "
                              f"{len(data.get('deferred', []))} of them current by dvc.lock (files this clone "
                              f"lacks and this run does not need), {len(data.get('build', []))} built because "
                              f"a stage of the run reads their missing outputs "
@@ -276,11 +286,11 @@ class DvcResource(dg.ConfigurableResource):
 
     def run_state(self, run_id: str, log: Any = None,
                   graph: "Mapping[str, tuple[Sequence[str], Sequence[str]]] | None" = None,
-                  in_run: Sequence[str] | None = None) -> "RunState":
+                  in_run: Sequence[str] | None = None, pull: bool = False) -> "RunState":
         """The run's view of the graph: one ``dvc status`` for the whole graph at the run's first step (kept
         in a file beside the Dagster home so every step of the run reads it), what of it is current by
         ``dvc.lock`` (``graph``, ``in_run``: :meth:`RunState.open`), and the stages the run re-ran."""
-        return RunState.open(Path(self.project_dir), run_id, self, log, graph, in_run)
+        return RunState.open(Path(self.project_dir), run_id, self, log, graph, in_run, pull)
 
     def run_command(self, stage: str, cmd: str, outs: Sequence[str], log: Any = None) -> None:
         """Run a stage's command as ``dvc repro`` would (its non-persistent outputs removed first), without

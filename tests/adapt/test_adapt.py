@@ -76,7 +76,7 @@ def test_adapt_end_to_end(adapted) -> None:
     out, report, uri = adapted
     dev, kinds = report["dev"], report["selection"]["kinds"]
     assert set(dev) == {"bm25", "bm25-stem", "dense", "hybrid", "dense-ft", "hybrid-ft", "bm25-exp", "dense-exp",
-                        "hybrid-exp-ft"}
+                        "hybrid-exp", "hybrid-exp-ft"}
     assert {k for k, v in kinds.items() if v == "untrained"} == {"bm25", "bm25-stem", "dense", "hybrid"}
     champion = report["selection"]["champion"]
     best = max(dev, key=lambda n: dev[n]["metrics"]["ndcg@5"])

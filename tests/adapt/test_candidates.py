@@ -66,3 +66,26 @@ def test_a_served_fused_expansion_keeps_the_weight_chosen_on_dev(tmp_path: Path)
     served = served_expansion(cand, dev_pipe, every, catalog, catalog)
     assert served.retriever.weight == 0.3
     assert served.retriever.sides[0].n_copies > dev_pipe.retriever.sides[0].n_copies  # every request expands
+
+
+def test_a_fused_candidate_whose_side_read_the_requests_takes_hybrids_weight(tmp_path: Path) -> None:
+    """Dev rewards a side that read the generator's requests (trained on them, or expanded with them): such a
+    fused candidate is fused at the untrained hybrid's dev-chosen weight and selects none of its own."""
+    from make_fixture import write_fixture_catalog
+
+    from toolret.adapt.candidates import candidates, with_weight_of
+    from toolret.catalog.io import load_catalog
+    from toolret.config import load_params
+
+    catalog = load_catalog(write_fixture_catalog(tmp_path / "fixture", n_tools=30, n_train=40, n_test=20, seed=0))
+    pool = {c.name: c for c in candidates(catalog, load_params(), tmp_path / "work", "fast", 2)}
+    assert {n: c.weight_from for n, c in pool.items() if c.weight_from} == {
+        "hybrid-ft": "hybrid", "hybrid-exp": "hybrid", "hybrid-exp-ft": "hybrid"}
+    per_tool = [[q.text for q in catalog.split("train") if catalog.gold(q.id) == {t.id}][:1] for t in catalog.tools]
+    hybrid = pool["hybrid"].build(per_tool)
+    hybrid.retriever.weight = 0.9  # as if dev had chosen it
+    fused = pool["hybrid-exp"].build(per_tool)
+    with_weight_of(fused, hybrid)
+    fused.fit(catalog)  # the fixture has a dev split: a candidate selecting its own weight would pick one here
+    assert fused.retriever.weight == 0.9
+    assert "dev_curve" not in fused.retriever.stats and "hybrid" in fused.retriever.stats["weight_source"]

@@ -132,9 +132,12 @@ def test_a_fresh_clone_builds_what_it_lacks_and_produces_and_keeps_the_committed
 
     project = _project(tmp_path)
     assert _run(project, job=ALL_JOB).success
+    import shutil
+
     gen = (project / "out" / "gen.txt").read_text()
     (project / "out" / "prep.txt").unlink()  # what a clone lacks: outputs neither in git nor in a remote
     (project / "out" / "report.txt").unlink()
+    shutil.rmtree(project / ".dvc" / "cache")  # ... nor in a DVC cache (`dvc pull` would check them out)
     result = _run(project, tags={BATCH_TAG: "batch"} if batch else None)
     assert result.success, [str(e.event_specific_data.error) for e in result.all_events
                             if e.event_type_value == "STEP_FAILURE"]
@@ -223,3 +226,45 @@ def test_a_run_after_a_commit_killed_mid_write_puts_dvc_lock_back(tmp_path, caps
                             if e.event_type_value == "STEP_FAILURE"]
     assert (project / "dvc.lock").read_text() == committed != lock
     assert "put back" in capsys.readouterr().err and not backup.exists()
+
+
+def test_a_run_after_a_closed_run_with_nothing_changed_takes_its_status_and_a_change_asks_dvc_again(tmp_path) -> None:
+    """The whole graph's ``dvc status`` (~40 s on the real graph) is kept by a run's end where it is known
+    and taken by the next run while no file the graph reads changed (dagster_project.graph_snapshot)."""
+    from dagster_project.dvc_assets import BATCH_TAG, close_run
+
+    project = _project(tmp_path)
+    assert _run(project, job=ALL_JOB).success
+    dvc = DvcResource(project_dir=str(project))
+    first = _run(project, tags={BATCH_TAG: "batch"})
+    assert first.success
+    close_run(dvc, first.run_id, succeeded=True)
+    second = _run(project, tags={BATCH_TAG: "batch"})
+    assert second.success
+    logs = "\n".join(_messages(second))
+    assert "dvc status of the whole graph (kept from the last run" in logs and "status --json" not in logs
+    assert logs.count("is up to date") == 3
+    close_run(dvc, second.run_id, succeeded=True)
+    (project / "src" / "b.txt").write_text("unrelated\n")  # `prepare` reads src/ (its output stays the same)
+    third = _run(project, tags={BATCH_TAG: "batch"})
+    assert third.success
+    logs = "\n".join(_messages(third))
+    assert "dvc status of the whole graph (asked of DVC)" in logs and "Running stage 'prepare'" in logs
+    close_run(dvc, third.run_id, succeeded=True)  # it ran stages: DVC is asked for the status it keeps
+    fourth = _run(project, tags={BATCH_TAG: "batch"})
+    logs = "\n".join(_messages(fourth))
+    assert "kept from the last run" in logs and "Running stage" not in logs
+
+
+def test_a_failed_run_keeps_no_status(tmp_path) -> None:
+    from dagster_project import graph_snapshot
+    from dagster_project.dvc_assets import BATCH_TAG, close_run
+
+    project = _project(tmp_path)
+    assert _run(project, job=ALL_JOB).success
+    dvc = DvcResource(project_dir=str(project))
+    run = _run(project, tags={BATCH_TAG: "batch"})
+    close_run(dvc, run.run_id, succeeded=True)
+    assert graph_snapshot.stored_status(project) is not None
+    close_run(dvc, run.run_id, succeeded=False)
+    assert graph_snapshot.stored_status(project) is None
