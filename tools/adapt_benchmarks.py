@@ -68,7 +68,8 @@ def _cost(previous: Path, report: dict) -> dict:
 
 def render() -> str:
     rows = [json.loads(p.read_text())["row"] for p in sorted(RESULTS.glob("*.json")) if not p.name.startswith("incremental-")]
-    cols = ["bm25", "dense", "hybrid", "bm25-stem", "dense-ft", "hybrid-ft", "bm25-exp", "dense-exp", "hybrid-exp-ft"]
+    cols = ["bm25", "dense", "hybrid", "bm25-stem", "dense-ft", "hybrid-ft", "bm25-exp", "dense-exp", "hybrid-exp",
+            "hybrid-exp-ft"]
     out = ["# `toolret adapt` on the benchmarks, as catalogues without queries", "",
            "adapt reads each dataset's tool documents only (requests written by the default 0.5B generator, "
            "budget `fast`: 5 per tool); the champion is chosen on the synthetic dev split; the dataset's test "

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from toolret.adapt.candidates import BASELINES, BUDGETS, UNTRAINED, candidates
+from toolret.adapt.candidates import BASELINES, BUDGETS, UNTRAINED, candidates, with_weight_of
 from toolret.adapt.catalogue import catalogue_fingerprint, load_tools, tool_fingerprints
 from toolret.adapt.synthetic import GeneratorSpec, generate, split_queries
 from toolret.errors import AdaptInputError
@@ -160,6 +160,8 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
     for cand in pool:
         t0 = time.perf_counter()
         pipe = cand.build(train_only)
+        if cand.weight_from is not None:
+            with_weight_of(pipe, pipelines[cand.weight_from])
         if cand.name == "dense-ft" and reuse:
             say("adapt: dense-ft: the previous adapter is kept (few tools changed; they are unseen tools for it)")
         pipe.fit(synthetic)
@@ -220,11 +222,9 @@ def served_expansion(cand, dev_pipe, all_requests, synthetic, tools):
     from toolret.roles import Corpus
 
     pipe = cand.build(all_requests)
+    if hasattr(dev_pipe.retriever, "weight") and hasattr(pipe.retriever, "weight"):
+        with_weight_of(pipe, dev_pipe)
     pipe.fit(synthetic)
-    weight = getattr(dev_pipe.retriever, "weight", None)
-    if weight is not None and hasattr(pipe.retriever, "weight"):
-        pipe.retriever.weight = weight
-        pipe.retriever.stats.update(weight=weight, weight_source="adapt dev split (train-only expansion)")
     pipe.index(Corpus.from_catalog(tools))
     return pipe
 
