@@ -416,8 +416,9 @@ def run_stage(item: StageItem, config: DvcStageConfig, dvc: DvcResource, run_id:
     current at the run's start whose upstream stages did not re-run is skipped in well under a second, and so
     is one current by ``dvc.lock`` (``graph``: every stage item, ``in_run``: the run's stage names;
     :mod:`dagster_project.current_by_lock`): its only changes are files this clone lacks (outputs kept in the
-    DVC cache, not in git) and nothing the run does reads them. A costly stage (``meta: costly``) that is stale while its outputs exist stops the step before it runs,
-    naming what changed and the command that rebuilds it, unless ``force`` or ``dvc.allow_costly``.
+    DVC cache, not in git) and nothing the run does reads them. A costly stage (``meta: costly``) that is
+    stale while its outputs exist stops the step before it runs, naming what changed and the command that
+    rebuilds it, unless ``force`` or ``dvc.allow_costly``.
     """
     root = Path(dvc.project_dir)
     outs_present = all((root / o).exists() for o in item.outs)
@@ -492,7 +493,11 @@ def close_run(dvc: DvcResource, run_id: str, succeeded: bool, log: Any = None) -
     if not succeeded:
         graph_snapshot.forget(project)
         return stages
-    stale = dvc.status() if (stages or state.ran or state.build) else state.stale
+    try:
+        stale = dvc.status() if (stages or state.ran or state.build) else state.stale
+    except dg.Failure:  # the next run asks DVC itself
+        graph_snapshot.forget(project)
+        return stages
     graph_snapshot.store_status(project, stale, run_id)
     return stages
 
