@@ -26,11 +26,11 @@ GRAPH_FILES = ("dvc.yaml", "dvc.lock", "params.yaml")
 def _roots(project: Path) -> list[Path]:
     """What the stages read and write: ``data/`` (less its runtime stores), every path a stage names outside it
     (the code packages: their top folder), and the datasets folder of ``params.yaml``."""
-    import yaml
+    from toolret.paths import load_yaml_file
 
     roots = [project / "data" / p.name for p in (project / "data").iterdir()
              if p.name not in RUNTIME] if (project / "data").is_dir() else []
-    spec = yaml.load((project / "dvc.yaml").read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    spec = load_yaml_file(project / "dvc.yaml")
     named: set[str] = set()
     for stage in (spec or {}).get("stages", {}).values():
         body = stage.get("do", stage)
@@ -40,7 +40,7 @@ def _roots(project: Path) -> list[Path]:
             if head and not head.startswith("data/"):
                 named.add(head.split("/")[0] if "/" in head else head)
     roots += [project / n for n in sorted(named)]
-    params = yaml.safe_load((project / "params.yaml").read_text(encoding="utf-8")) or {}
+    params = load_yaml_file(project / "params.yaml") or {}
     source = (params.get("source") or {}).get("root")
     if source:
         roots.append((project / source) if not os.path.isabs(source) else Path(source))
