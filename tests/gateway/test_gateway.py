@@ -1,6 +1,7 @@
 """``toolret gateway`` end to end with real MCP servers (tests/gateway/servers, launched over stdio by the
-gateway): search across both, exact names, min_score, a forwarded call, a tool added at runtime, a killed
-server withheld and back, receipts and their summary; then the CLI gateway over stdio with the SDK client.
+gateway): search across both, exact names, min_score, categories, a forwarded call, a tool added at runtime,
+a killed server withheld and back, receipts and their summary; then the CLI gateway over stdio with the SDK
+client; and the pipeline choice (the catalogue's adapt champion where one exists, else the spec).
 
 One gateway (BM25, in-process, on a background event loop) serves the in-process tests in file order;
 its heartbeat is long, so a re-index within seconds comes from the server's list_changed notification."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import signal
 import sys
@@ -33,7 +35,8 @@ WAIT_S = 20
 def _servers(tmp: Path) -> list[dict]:
     return [{"name": "files", "command": [sys.executable, str(SERVERS / "files_server.py"), "--pid-file",
                                           str(tmp / "files.pid"), "--refuse-if", str(tmp / "files.refuse")]},
-            {"name": "weather", "command": [sys.executable, str(SERVERS / "weather_server.py")]}]
+            {"name": "weather", "command": [sys.executable, str(SERVERS / "weather_server.py")],
+             "category": "weather"}]  # its tools' category, but convert_currency's own (_meta: finance)
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +95,27 @@ def test_min_score_may_leave_no_hit(gw):
         gw.search("read", server="nope")
 
 
+def test_categories_from_the_tools_meta_or_the_server_filter_search(gw):
+    shown = gw.search("select:files__echo,files__read_file,weather__get_forecast,weather__convert_currency", k=5)
+    assert {h["tool_id"]: h["category"] for h in shown["hits"]} == {
+        "files__echo": "debugging",               # _meta category
+        "files__read_file": "filesystem",         # _meta io.toolret/category
+        "weather__get_forecast": "weather",       # the server's configured category
+        "weather__convert_currency": "finance"}   # its own _meta wins over the server's
+    assert gw.gateway.status()["categories"] == ["debugging", "filesystem", "finance", "weather"]
+    query = "convert money currency, read a file, or a rain forecast"
+    assert _ids(gw.search(query, k=10, category="finance")) == ["weather__convert_currency"]
+    weather = gw.search(query, k=10, category="Weather")  # case-insensitive
+    assert _ids(weather)[0] == "weather__get_forecast"
+    assert {h["category"] for h in weather["hits"]} == {"weather"} and "weather__convert_currency" not in _ids(weather)
+    files = gw.search(query, k=2, category="filesystem")
+    assert sorted(_ids(files)) == ["files__delete_file", "files__read_file"]  # k hits of the category, not fewer
+    assert "files__echo" not in _ids(gw.search("echo", k=3, category="filesystem"))  # named, but of another category
+    assert gw.search(query, k=5, server="files", category="weather")["hits"] == []
+    with pytest.raises(GatewayError, match="category"):
+        gw.search(query, category="no-such-category")
+
+
 def test_call_tool_is_forwarded_unchanged(gw):
     result = gw.call(gw.gateway.call_tool, "files__echo", {"text": "hello", "times": 2})
     assert not result.is_error
@@ -124,6 +148,8 @@ def test_killed_server_is_withheld_then_back(gw):
         assert not [i for i in _ids(answer) if i.startswith("files__")]
         assert answer["withheld"] == 3 and answer["servers_down"] == ["files"]
         assert gw.search("echo", server="files")["hits"] == []
+        in_category = gw.search("read a file", category="filesystem")
+        assert in_category["hits"] == [] and in_category["withheld"] == 2  # only that category's down tools
         with pytest.raises(GatewayError, match="down"):
             gw.call(gw.gateway.call_tool, "files__echo", {"text": "x"})
     finally:
@@ -201,16 +227,22 @@ def test_cli_gateway_over_stdio(tmp_path):
 
     async def session():
         async with Client(params, read_timeout_seconds=60) as client:
-            tools = sorted(t.name for t in (await client.list_tools()).tools)
+            listed = {t.name: t for t in (await client.list_tools()).tools}
+            tools = sorted(listed)
+            schema = listed["search_tools"].input_schema
             found = await client.call_tool("search_tools", {"query": "weather forecast for a city", "k": 2})
+            finance = await client.call_tool("search_tools", {"query": "weather forecast or money", "k": 5,
+                                                              "category": "finance"})
             none = await client.call_tool("search_tools", {"query": "weather forecast", "min_score": 1e6})
             echoed = await client.call_tool("call_tool", {"name": "files__echo", "arguments": {"text": "via cli"}})
             unknown = await client.call_tool("call_tool", {"name": "nope", "arguments": {}})
             status = json.loads((await client.read_resource("toolret://gateway")).contents[0].text)
-        return tools, found, none, echoed, unknown, status
+        return tools, schema, found, finance, none, echoed, unknown, status
 
-    tools, found, none, echoed, unknown, status = anyio.run(session)
-    assert tools == ["call_tool", "search_tools"]
+    tools, schema, found, finance, none, echoed, unknown, status = anyio.run(session)
+    assert tools == ["call_tool", "search_tools"] and "category" in schema["properties"]
+    assert [h["tool_id"] for h in finance.structured_content["hits"]] == ["weather__convert_currency"]
+    assert finance.structured_content["hits"][0]["category"] == "finance"
     hits = found.structured_content["hits"]
     assert hits[0]["tool_id"] == "weather__get_forecast" and "weather__get_forecast" in found.content[0].text
     assert found.structured_content["withheld"] == 0 and hits[0]["input_schema"]["required"] == ["city"]
@@ -218,10 +250,12 @@ def test_cli_gateway_over_stdio(tmp_path):
     assert not echoed.is_error and json.loads(echoed.content[0].text)["received"] == {"text": "via cli", "times": 1}
     assert unknown.is_error and "unknown tool 'nope'" in unknown.content[0].text
     assert {n: s["state"] for n, s in status["servers"].items()} == {"files": "up", "weather": "up"}
+    assert status["pipeline_source"] == "pipeline" and status["categories"] == ["debugging", "filesystem",
+                                                                                "finance", "weather"]
     lines = read_receipts(receipts)
     searches = [r for r in lines if r["event"] == "search"]
     calls = [r for r in lines if r["event"] == "call"]
-    assert len(searches) == 2 and len(calls) == 2
+    assert len(searches) == 3 and len(calls) == 2 and searches[1]["category"] == "finance"
     assert searches[0]["caller"] and searches[0]["session"] == "stdio"
     assert calls[0]["tool"] == "files__echo" and calls[0]["shown_before"] is False
 
@@ -247,3 +281,75 @@ def test_index_diffs_a_listing_and_reindexes_only_on_change():
     assert index.update("s", [tool("book_flight", "Book a flight")]).removed == ("send_mail", "get_weather")
     hits, withheld = index.search("book a flight", 5, down={"s"})
     assert hits == [] and withheld == 1
+
+
+def _mcp_tool(name, description):
+    from mcp_types import Tool as McpTool
+
+    return McpTool(name=name, description=description, input_schema={"type": "object", "properties": {}})
+
+
+def _save_champion(folder: Path) -> None:
+    """A small saved BM25 pipeline where ``toolret adapt`` puts its champion (``<out>/champion``)."""
+    import toolret
+    from toolret.catalog.model import Catalog, Tool
+
+    tools = [Tool(id=f"t{i}", name=f"t{i}", docs={"original": d}) for i, d in
+             enumerate(["send an email", "weather forecast", "book a flight"])]
+    pipeline = toolret.build("bm25", Catalog(name="demo", tools=tools, queries=[], qrels={}, provenance={}))
+    pipeline.catalog_info = {"name": "demo", "n_tools": 3, "fingerprint": "x"}
+    pipeline.save(folder)
+
+
+def test_the_adapt_champion_is_used_where_one_exists_else_the_spec(tmp_path, caplog, monkeypatch):
+    from toolret.gateway.config import config_from_flags
+
+    out = tmp_path / "adapt-out"  # an adapt out-dir
+    servers = [{"name": "s", "command": "x"}]
+
+    async def gateway(config):  # built in an event loop (its upstreams' events need one); never entered
+        return Gateway(config)
+
+    caplog.set_level(logging.INFO, logger="toolret.gateway")
+    fallback = anyio.run(gateway, config_from_dict({"adapt": str(out), "servers": servers}))
+    assert (fallback.choice.source, fallback.index.saved, fallback.index.spec) == ("pipeline", None, "hybrid")
+    assert "no adapt champion for" in caplog.text and str(out) in caplog.text  # logged, with why
+    assert any(r.levelno == logging.WARNING for r in caplog.records)
+
+    _save_champion(out / "champion")
+    caplog.clear()
+    chosen = anyio.run(gateway, config_from_dict({"adapt": str(out), "servers": servers}))
+    assert (chosen.choice.source, chosen.index.saved) == ("adapt", str(out / "champion"))
+    assert "the adapt champion bm25 of demo" in caplog.text
+    assert chosen.status()["pipeline_source"] == "adapt"
+    chosen.index.update("s", [_mcp_tool("book_flight", "Book a flight ticket"), _mcp_tool("send_mail", "Send mail")])
+    hits, _ = chosen.index.search("book a flight", 2)
+    assert hits[0]["tool_id"] == "s__book_flight" and chosen.index.pipeline_name == "bm25"  # re-indexed champion
+    assert anyio.run(gateway, config_from_dict({"adapt": str(out / "champion"), "servers": servers})
+                     ).choice.index == str(out / "champion")  # the champion folder itself works too
+
+    def resolve(ref, tracking_uri=None):  # the registry: only adapt-demo has a champion
+        if not ref.startswith("models:/"):
+            return ref
+        if ref == "models:/adapt-gw-test-demo@champion":
+            return str(out / "champion")
+        raise RuntimeError(f"no registered model for {ref}")
+
+    monkeypatch.setattr("toolret.adapt.resolve_index", resolve)
+    for ref in ("models:/adapt-gw-test-demo@champion", "gw-test-demo"):  # a URI; a catalogue name
+        choice = anyio.run(gateway, config_from_dict({"adapt": ref, "servers": servers})).choice
+        assert (choice.source, choice.index) == ("adapt", str(out / "champion")), ref
+    caplog.clear()
+    missing = anyio.run(gateway, config_from_dict({"adapt": "models:/adapt-nope@champion", "pipeline": "bm25",
+                                                   "servers": servers})).choice
+    assert (missing.source, missing.index, missing.pipeline) == ("pipeline", None, "bm25")
+    assert "no registered model" in caplog.text
+
+    with_champion = config_from_dict({"adapt": str(out), "servers": servers})
+    assert anyio.run(gateway, config_from_flags(with_champion, pipeline="bm25")).choice.source == "pipeline"
+    other = tmp_path / "other"
+    _save_champion(other)
+    pinned = config_from_dict({"adapt": str(out), "index": str(other), "servers": servers})
+    assert anyio.run(gateway, pinned).choice.index == str(other)  # an explicit index wins
+    flagged = config_from_flags(config_from_dict({"index": str(other), "servers": servers}), adapt=str(out))
+    assert anyio.run(gateway, flagged).choice == chosen.choice  # --adapt replaces the file's index

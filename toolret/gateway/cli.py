@@ -16,7 +16,8 @@ def cmd_gateway(args: argparse.Namespace) -> None:
     from toolret.gateway.receipts import ReceiptLog
 
     base = load_config(args.config) if args.config else None
-    config = config_from_flags(base, stdio=args.stdio, http=args.http, pipeline=args.pipeline, index=args.index)
+    config = config_from_flags(base, stdio=args.stdio, http=args.http, pipeline=args.pipeline, index=args.index,
+                               adapt=args.adapt)
     receipts = None
     if not args.no_receipts:
         from toolret.config import cache_home
@@ -25,6 +26,7 @@ def cmd_gateway(args: argparse.Namespace) -> None:
         receipts = ReceiptLog(path, max_bytes=args.receipts_max_bytes, backups=args.receipts_backups)
         print(f"toolret gateway: receipts in {receipts.path}", file=sys.stderr, flush=True)
     gateway = Gateway(config, receipts=receipts)
+    print(f"toolret gateway: {gateway.choice.why}", file=sys.stderr, flush=True)
     if args.transport == "http":
         serve_http(gateway, host=args.host, port=args.port)
     else:
@@ -47,11 +49,16 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     g = sub.add_parser("gateway", help="an MCP gateway in front of many MCP servers: search_tools over all their "
                        "tools (namespaced <server>__<tool>) and call_tool forwarded (docs/GATEWAY.md)")
-    g.add_argument("--config", help="YAML / JSON file: servers (name + command or url), pipeline or index")
+    g.add_argument("--config", help="YAML / JSON file: servers (name + command or url, category), adapt, "
+                   "pipeline or index")
     g.add_argument("--stdio", action="append", default=[], metavar="NAME=COMMAND", help="a stdio server (repeatable)")
     g.add_argument("--http", action="append", default=[], metavar="NAME=URL",
                    help="a streamable HTTP server (repeatable)")
-    g.add_argument("--pipeline", help="pipeline spec (default: the config's, else hybrid)")
+    g.add_argument("--pipeline", help="pipeline spec, used as given (default: the catalogue's adapt champion "
+                   "where the config's adapt finds one, else the config's pipeline, else hybrid)")
+    g.add_argument("--adapt", metavar="REF", help="the catalogue's adapt champion, used where it exists (else "
+                   "the pipeline): an adapt out-dir, a champion folder, models:/adapt-<name>@champion or a "
+                   "catalogue name (data/adapt/<name>/champion, else the registry)")
     g.add_argument("--index", help="a saved pipeline to re-index over the servers' tools (instead of --pipeline)")
     g.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     g.add_argument("--host", default="127.0.0.1")

@@ -2,12 +2,14 @@
 
 A YAML or JSON file (``toolret gateway --config FILE``)::
 
-    pipeline: hybrid              # a pipeline spec (bm25, dense, hybrid ...), or instead
-    # index: data/adapt/myapi/champion   # a saved pipeline, re-indexed over the servers' tools
+    adapt: myapi                  # the catalogue's adapted champion, used where one exists (see below)
+    pipeline: hybrid              # else this pipeline spec (bm25, dense, hybrid ...), or instead
+    # index: data/adapt/myapi/champion   # a saved pipeline, always (re-indexed over the servers' tools)
     servers:
       - name: files               # the namespace: its tools are searched and called as files__<tool>
         command: npx -y @modelcontextprotocol/server-filesystem /tmp   # stdio (a string or a list)
         env: {LOG_LEVEL: warn}    # merged over the SDK's safe default environment
+        category: filesystem      # the category of its tools that do not name their own (``_meta``)
       - name: search
         url: http://127.0.0.1:9000/mcp                                  # streamable HTTP
 
@@ -15,6 +17,12 @@ or flags (:func:`config_from_flags`: ``--stdio NAME=COMMAND``, ``--http NAME=URL
 ``timeout_s`` (connect + list), ``call_timeout_s`` (one forwarded call), ``heartbeat_s`` (a re-list that
 also notices a dead server; 0: off), ``backoff_min_s`` / ``backoff_max_s`` (reconnection, doubling).
 Errors are :class:`CatalogError` naming the file and the key.
+
+``adapt`` names where the catalogue's ``toolret adapt`` champion is: an adapt out-dir (its ``champion/``), a
+champion folder, a registry URI (``models:/adapt-<name>@champion``), or a bare catalogue name (the folder
+``data/adapt/<name>/champion`` of the project, else the registry's ``models:/adapt-<name>@champion``). The
+gateway uses that champion when it exists and falls back to ``pipeline`` otherwise
+(:func:`toolret.gateway.gateway.choose_pipeline`; an explicit ``index`` wins over both).
 """
 
 from __future__ import annotations
@@ -42,8 +50,11 @@ class ServerConfig:
     env: dict[str, str] | None = None
     cwd: str | None = None
     url: str | None = None
+    category: str | None = None  # the category of its tools that name none themselves
 
     def __post_init__(self) -> None:
+        if self.category is not None and (not isinstance(self.category, str) or not self.category.strip()):
+            raise CatalogError(f"server {self.name!r}: category must be a non-empty string")
         if not isinstance(self.name, str) or not NAME_RE.match(self.name) or SEPARATOR in self.name:
             raise CatalogError(f"server name {self.name!r}: letters, digits, '-' and '_' only (not {SEPARATOR!r})")
         if (self.command is None) == (self.url is None):
@@ -73,6 +84,7 @@ class GatewayConfig:
     servers: tuple[ServerConfig, ...]
     pipeline: str = "hybrid"
     index: str | None = None   # a saved pipeline (a folder or models:/<name>@<alias>) instead of a spec
+    adapt: str | None = None   # where the catalogue's adapt champion is (used if it exists, else pipeline)
     params: str | None = None  # params.yaml for a spec (default: the project's)
     timeout_s: float = 30.0
     call_timeout_s: float = 300.0
@@ -96,8 +108,8 @@ class GatewayConfig:
         return next(s for s in self.servers if s.name == name)
 
 
-_SERVER_KEYS = {"name", "command", "args", "env", "cwd", "url"}
-_TOP_KEYS = {"servers", "pipeline", "index", "params", "timeout_s", "call_timeout_s", "heartbeat_s",
+_SERVER_KEYS = {"name", "command", "args", "env", "cwd", "url", "category"}
+_TOP_KEYS = {"servers", "pipeline", "index", "adapt", "params", "timeout_s", "call_timeout_s", "heartbeat_s",
              "backoff_min_s", "backoff_max_s"}
 
 
@@ -116,7 +128,8 @@ def server_from_dict(entry: Any, where: str) -> ServerConfig:
         raise CatalogError(f"{where}: env must be a mapping")
     return ServerConfig(name=str(entry.get("name", "")), command=command, args=tuple(str(a) for a in args),
                         env={str(k): str(v) for k, v in env.items()} if env else None,
-                        cwd=entry.get("cwd"), url=entry.get("url"))
+                        cwd=entry.get("cwd"), url=entry.get("url"),
+                        category=str(entry["category"]) if entry.get("category") is not None else None)
 
 
 def config_from_dict(data: Any, source: str = "config") -> GatewayConfig:
@@ -163,9 +176,11 @@ def _named(values: list[str], flag: str) -> list[tuple[str, str]]:
 
 
 def config_from_flags(base: GatewayConfig | None = None, *, stdio: list[str] = (), http: list[str] = (),
-                      pipeline: str | None = None, index: str | None = None) -> GatewayConfig:
+                      pipeline: str | None = None, index: str | None = None,
+                      adapt: str | None = None) -> GatewayConfig:
     """``base`` (a config file, or none) with the servers of ``--stdio NAME=COMMAND`` / ``--http NAME=URL``
-    added and ``--pipeline`` / ``--index`` applied."""
+    added and ``--pipeline`` / ``--index`` / ``--adapt`` applied (an explicit ``--pipeline`` is used as
+    given: it clears the file's ``index`` and ``adapt``; ``--adapt`` clears its ``index``)."""
     servers = list(base.servers) if base else []
     servers += [ServerConfig(name=n, command=c) for n, c in _named(list(stdio), "--stdio")]
     servers += [ServerConfig(name=n, url=u) for n, u in _named(list(http), "--http")]
@@ -174,7 +189,9 @@ def config_from_flags(base: GatewayConfig | None = None, *, stdio: list[str] = (
     fields: dict[str, Any] = {k: getattr(base, k) for k in GatewayConfig.__dataclass_fields__} if base else {}
     fields.update(servers=tuple(servers), source=base.source if base else "flags")
     if pipeline is not None:
-        fields.update(pipeline=pipeline, index=None)
+        fields.update(pipeline=pipeline, index=None, adapt=None)
+    if adapt is not None:
+        fields.update(adapt=adapt, index=None)
     if index is not None:
         fields["index"] = index
     return GatewayConfig(**fields)

@@ -17,20 +17,26 @@ are stopped). Tools arrive in the :class:`~toolret.gateway.tool_index.GatewayInd
 
 Both write a receipt (:mod:`toolret.gateway.receipts`) when the gateway has a log; ``session`` keys the
 "shown in an earlier search" memory of calls (the MCP face passes the MCP session).
+
+The pipeline (:func:`choose_pipeline`, logged and in :meth:`Gateway.status`): the config's ``index`` where
+given; else the catalogue's adapt champion where the config's ``adapt`` finds one; else the ``pipeline``
+spec (default ``hybrid``).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
 import anyio
 
-from toolret.gateway.config import GatewayConfig
+from toolret.gateway.config import NAME_RE, GatewayConfig
 from toolret.gateway.receipts import ReceiptLog
 from toolret.gateway.tool_index import GatewayIndex
 from toolret.gateway.upstream import Upstream
@@ -43,30 +49,92 @@ MAX_QUERY_CHARS = 2000
 SERVER_STAMP = "io.modelcontextprotocol/serverInfo"  # the upstream's _meta identity: not the gateway's
 
 
-def check_pipeline(config: GatewayConfig) -> None:
-    """Fail before connecting anything when the pipeline cannot be built: an unknown spec, no saved index."""
-    from toolret.errors import CatalogError
+@dataclass(frozen=True)
+class PipelineChoice:
+    """What the gateway indexes with: ``index`` (a saved pipeline's folder) or else the spec ``pipeline``;
+    ``source``: ``index`` (the config's), ``adapt`` (the catalogue's champion) or ``pipeline``; ``why``:
+    one line saying so (logged at start, in :meth:`Gateway.status`)."""
 
-    if config.index is not None:
-        from toolret.adapt import resolve_index
-        from toolret.pipeline import PIPELINE_FILE
+    pipeline: str
+    index: str | None
+    source: str
+    why: str
 
-        if not (Path(resolve_index(config.index)) / PIPELINE_FILE).is_file():
-            raise CatalogError(f"index {config.index}: not a saved pipeline (no {PIPELINE_FILE})")
-        return
+
+def find_champion(ref: str) -> tuple[str | None, str]:
+    """``(folder, where)`` of the adapt champion ``ref`` names (see :mod:`toolret.gateway.config`), or
+    ``(None, why not)`` when there is none: no such folder, no champion in it yet, a registry without it."""
+    from toolret.adapt import resolve_index
+    from toolret.paths import project_dir
+    from toolret.pipeline import PIPELINE_FILE
+
+    if ref.startswith("models:/") or Path(ref).expanduser().exists() or not NAME_RE.match(ref):
+        candidates = [ref]
+    else:  # a bare catalogue name: adapt's usual out-dir, then the registry
+        candidates = [str(project_dir() / "data" / "adapt" / ref), f"models:/adapt-{ref}@champion"]
+    missed = []
+    for candidate in candidates:
+        try:
+            folder = Path(resolve_index(candidate)).expanduser()
+        except Exception as e:  # noqa: BLE001 - no registry, no such model or alias: no champion
+            missed.append(f"{candidate}: {type(e).__name__}: {e}")
+            continue
+        for where in (folder, folder / "champion"):
+            if (where / PIPELINE_FILE).is_file():
+                return str(where), candidate
+        missed.append(f"{candidate}: no {PIPELINE_FILE} in {folder} nor {folder / 'champion'}")
+    return None, "; ".join(missed)
+
+
+def choose_pipeline(config: GatewayConfig) -> PipelineChoice:
+    """The config's ``index``; else the adapt champion ``adapt`` names, where one exists; else the spec
+    ``pipeline``. Fails before connecting anything when that cannot be built (an unknown spec, an ``index``
+    that is not a saved pipeline); a missing champion is no error. The choice is logged (``toolret.gateway``:
+    info; a configured champion that is not there: a warning saying why)."""
+    choice = _choose(config)
+    (log.warning if choice.source == "pipeline" and config.adapt else log.info)("gateway: %s", choice.why)
+    return choice
+
+
+def _choose(config: GatewayConfig) -> PipelineChoice:
+    from toolret.adapt import resolve_index
     from toolret.config import load_params
+    from toolret.errors import CatalogError
+    from toolret.pipeline import PIPELINE_FILE
     from toolret.registry import parse_spec
 
+    if config.index is not None:
+        folder = resolve_index(config.index)
+        if not (Path(folder) / PIPELINE_FILE).is_file():
+            raise CatalogError(f"index {config.index}: not a saved pipeline (no {PIPELINE_FILE})")
+        return PipelineChoice(config.pipeline, folder, "index", f"pipeline: the saved index {config.index}")
+    missed = None
+    if config.adapt is not None:
+        folder, where = find_champion(config.adapt)
+        if folder is not None:
+            try:
+                meta = json.loads((Path(folder) / PIPELINE_FILE).read_text(encoding="utf-8"))
+            except (OSError, ValueError) as e:
+                raise CatalogError(f"adapt {config.adapt}: {folder}/{PIPELINE_FILE} unreadable ({e})") from None
+            catalogue = (meta.get("catalog") or {}).get("name")
+            source = f"{folder}" + (f", from {where}" if where != folder else "")
+            return PipelineChoice(config.pipeline, folder, "adapt", f"pipeline: the adapt champion "
+                                  f"{meta.get('name')} of {catalogue or config.adapt} ({source})")
+        missed = where
     parse_spec(config.pipeline, params=load_params(config.params))
+    why = f"pipeline: {config.pipeline}"
+    return PipelineChoice(config.pipeline, None, "pipeline",
+                          why + (f" (no adapt champion for {config.adapt}: {missed})" if missed else ""))
 
 
 class Gateway:
     """See the module docstring. ``receipts``: a log path, a :class:`ReceiptLog`, or ``None`` (off)."""
 
     def __init__(self, config: GatewayConfig, *, receipts: str | Path | ReceiptLog | None = None) -> None:
-        check_pipeline(config)
+        self.choice = choose_pipeline(config)
         self.config = config
-        self.index = GatewayIndex(config.pipeline, index=config.index, params=config.params)
+        self.index = GatewayIndex(self.choice.pipeline, index=self.choice.index, params=config.params,
+                                  categories={s.name: s.category for s in config.servers if s.category})
         self.upstreams = {s.name: Upstream(s, config, self._on_tools) for s in config.servers}
         self.receipts = ReceiptLog(receipts) if isinstance(receipts, (str, Path)) else receipts
         self._shown: dict[str, set[str]] = defaultdict(set)
@@ -105,13 +173,16 @@ class Gateway:
 
     def status(self) -> dict[str, Any]:
         """Every server's state and indexed tools; the pipeline."""
-        return {"pipeline": self.index.pipeline_name, "n_tools": len(self.index),
+        return {"pipeline": self.index.pipeline_name, "pipeline_source": self.choice.source,
+                "pipeline_choice": self.choice.why, "n_tools": len(self.index),
+                "categories": self.index.categories(),
                 "servers": {name: {**u.status(), "tools": len(self.index.server_tools(name))}
                             for name, u in self.upstreams.items()}}
 
     # ------------------------------------------------------------------ search
     async def search(self, query: str, k: int = 5, min_score: float | None = None, server: str | None = None,
-                     *, caller: str | None = None, session: str = "local") -> dict[str, Any]:
+                     category: str | None = None, *, caller: str | None = None,
+                     session: str = "local") -> dict[str, Any]:
         if not isinstance(query, str) or not query.strip():
             raise GatewayError("query: give the task to find tools for, in plain language")
         if len(query) > MAX_QUERY_CHARS:
@@ -120,15 +191,21 @@ class Gateway:
             raise GatewayError(f"k: between 1 and {MAX_K}")
         if server is not None and server not in self.upstreams:
             raise GatewayError(f"server: {server!r} is not one of {sorted(self.upstreams)}")
+        if category is not None:
+            known = self.index.categories()
+            if not isinstance(category, str) or category.strip().lower() not in {c.lower() for c in known}:
+                raise GatewayError(f"category: {category!r} is not one of {known}")
         start = time.perf_counter()
         down = self.down()
         hits, withheld = await anyio.to_thread.run_sync(functools.partial(
-            self.index.search, query, k, min_score=min_score, server=server, down=frozenset(down)))
+            self.index.search, query, k, min_score=min_score, server=server, category=category,
+            down=frozenset(down)))
         latency = round((time.perf_counter() - start) * 1000, 2)
         self._shown[session].update(h["tool_id"] for h in hits)
         if self.receipts is not None:
             self.receipts.write("search", caller=caller, session=session, query=query, k=k, min_score=min_score,
-                                server=server, shown=[{"id": h["tool_id"], "score": h["score"]} for h in hits],
+                                server=server, category=category,
+                                shown=[{"id": h["tool_id"], "score": h["score"]} for h in hits],
                                 withheld=withheld, latency_ms=latency)
         return {"query": query, "pipeline": self.index.pipeline_name, "n_tools": len(self.index), "hits": hits,
                 "withheld": withheld, "servers_down": sorted(down)}
@@ -168,4 +245,4 @@ class Gateway:
             self.receipts.write(event, **fields, **more, latency_ms=round((time.perf_counter() - start) * 1000, 2))
 
 
-__all__ = ["Gateway", "GatewayError", "check_pipeline"]
+__all__ = ["Gateway", "GatewayError", "PipelineChoice", "choose_pipeline", "find_champion"]

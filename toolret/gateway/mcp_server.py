@@ -1,12 +1,14 @@
 """The gateway's own MCP server (official ``mcp`` SDK ``MCPServer``) over a :class:`Gateway`.
 
-- tool ``search_tools(query, k=5, min_score=None, server=None)``: the best tools across the servers that
-  are up -- the answer of :mod:`toolret.serving.mcp_server` (a text listing plus structured hits, input
-  schemas for the top 3) with ``withheld`` (tools of down servers) and ``servers_down`` added;
+- tool ``search_tools(query, k=5, min_score=None, server=None, category=None)``: the best tools across the
+  servers that are up (of one server / one category where asked) -- the answer of
+  :mod:`toolret.serving.mcp_server` (a text listing plus structured hits, input schemas for the top 3) with
+  ``withheld`` (tools of down servers) and ``servers_down`` added;
 - tool ``call_tool(name, arguments)``: forwards to the owning server and returns its result as sent (a tool
   error stays a tool error); its protocol errors come back unchanged; an unknown tool or a down server is a
   tool error naming it;
-- resource ``toolret://gateway`` (JSON): every server's state, tool count and last error; the pipeline.
+- resource ``toolret://gateway`` (JSON): every server's state, tool count and last error; the tools'
+  categories; the pipeline and why it was chosen.
 
 Transports: stdio (:func:`serve_stdio`, what desktop agents launch) and streamable HTTP on 127.0.0.1
 (:func:`serve_http`, ``/mcp``). Receipts know the caller from the client's ``clientInfo`` and the session
@@ -60,13 +62,17 @@ def build_gateway_server(gateway: Gateway, transport: str = "stdio", lifespan: A
         k: Annotated[int, Field(description=f"how many tools to return (1 .. {MAX_K})")] = 5,
         min_score: Annotated[float | None, Field(description="drop hits scoring below this (none may be left)")] = None,
         server: Annotated[str | None, Field(description="only this server's tools")] = None,
+        category: Annotated[str | None, Field(description="only tools of this category (case-insensitive; "
+                                                          "the categories are in the toolret://gateway "
+                                                          "resource)")] = None,
     ) -> CallToolResult:
         """Find the tools of the gateway's MCP servers that best match a task, best first: tool id (what
-        call_tool takes), name, server, description, retrieval score and, for the top hits, the input schema.
+        call_tool takes), name, server, category, description, retrieval score and, for the top hits, the
+        input schema.
         Tools of servers that are down are withheld (counted in `withheld`)."""
         caller, session = _who(ctx, transport)
         try:
-            answer = await gateway.search(query, k, min_score, server, caller=caller, session=session)
+            answer = await gateway.search(query, k, min_score, server, category, caller=caller, session=session)
         except GatewayError as e:
             raise ToolError(str(e)) from None
         result = search_answer(query, answer["pipeline"], answer["n_tools"], answer["hits"], DEFAULT_SCHEMAS)
@@ -91,7 +97,8 @@ def build_gateway_server(gateway: Gateway, transport: str = "stdio", lifespan: A
             raise ToolError(str(e)) from None
 
     @mcp.resource("toolret://gateway", name="gateway", title="Gateway status", mime_type="application/json",
-                  description="every upstream server's state, tool count and last error; the pipeline")
+                  description="every upstream server's state, tool count and last error; the tools' "
+                              "categories; the pipeline and why it was chosen")
     def status() -> str:
         return json.dumps(gateway.status(), ensure_ascii=False)
 

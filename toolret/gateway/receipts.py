@@ -4,7 +4,7 @@ rotating log (:class:`logging.handlers.RotatingFileHandler`: ``FILE``, ``FILE.1`
 Events (every line has ``ts`` (UTC ISO time), ``event``, ``caller`` (the MCP client's name/version where it
 said) and ``session`` (the MCP session, ``stdio``, or what the Python caller passed)):
 
-- ``search``: ``query``, ``k``, ``min_score``, ``server``, ``shown`` (``[{"id", "score"}]``, best first),
+- ``search``: ``query``, ``k``, ``min_score``, ``server``, ``category``, ``shown`` (``[{"id", "score"}]``, best first),
   ``withheld`` (tools of down servers), ``latency_ms``;
 - ``call``: ``tool`` (its id), ``server``, ``shown_before`` (whether a search of this session showed it),
   ``is_error``, ``error`` (a gateway or protocol error, where one was raised), ``latency_ms``;

@@ -4,6 +4,9 @@
   name are kept as fields. The catalogue tool comes from the MCP importer's own conversion
   (:func:`toolret.catalog.importers.mcp.mcp_tool`: the document, the input schema) and the record agents see
   from the serving code's (:func:`toolret.catalog.tool_records.tool_record`).
+- Its category (:func:`tool_category`): what the tool says in its ``_meta`` (``category``, or a namespaced
+  ``<prefix>/category`` such as ``io.toolret/category``) or its ``annotations`` (an extra ``category``
+  field, where the SDK keeps extras); else its server's configured ``category``; else none.
 - :meth:`GatewayIndex.update` takes one server's current ``tools/list`` and diffs it against what the index
   holds for that server (added / removed / changed, by a fingerprint of each tool's document and metadata).
   Nothing changed: nothing is done. Else only the changed tools' entries are rebuilt and the pipeline is
@@ -14,7 +17,8 @@
 - :meth:`GatewayIndex.search` answers over the tools of the servers that are up (the others' tools stay
   indexed but are withheld, and counted), optionally one server's only: a query naming a tool exactly (its
   id, its original name, or ``select:<name>[,<name>...]``, which returns only those) puts it first, whatever
-  ``min_score``; other hits below ``min_score`` are dropped.
+  ``min_score``; other hits below ``min_score`` are dropped. ``category`` keeps one category's tools only
+  (case-insensitive), like ``server`` one server's.
 
 Searches and re-indexing run in worker threads, one at a time (a lock): a search never sees a half-built index.
 """
@@ -27,6 +31,7 @@ import json
 import logging
 import math
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +52,10 @@ class GatewayTool:
     tool: Tool = field(compare=False, repr=False)  # the catalogue tool (id = self.id)
     record: dict[str, Any] = field(compare=False, repr=False)
 
+    @property
+    def category(self) -> str | None:
+        return self.tool.category
+
 
 @dataclass(frozen=True)
 class Diff:
@@ -59,30 +68,56 @@ class Diff:
         return bool(self.added or self.removed or self.changed)
 
 
-def gateway_tool(server: str, mcp_tool_obj: Any) -> GatewayTool:
-    """One upstream MCP tool as a namespaced catalogue tool and served record."""
+def _category_of(fields: Any) -> str | None:
+    if not isinstance(fields, Mapping):
+        return None
+    keys = ["category"] + sorted(k for k in fields if isinstance(k, str) and k.endswith("/category"))
+    for key in keys:
+        value = fields.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def tool_category(mcp_tool_obj: Any, default: str | None = None) -> str | None:
+    """The category an MCP tool names for itself (its ``_meta``, then its ``annotations``' extra fields),
+    else ``default`` (its server's configured category)."""
+    annotations = getattr(mcp_tool_obj, "annotations", None)
+    return (_category_of(getattr(mcp_tool_obj, "meta", None))
+            or _category_of(getattr(annotations, "model_extra", None))
+            or (default.strip() if isinstance(default, str) and default.strip() else None))
+
+
+def gateway_tool(server: str, mcp_tool_obj: Any, default_category: str | None = None) -> GatewayTool:
+    """One upstream MCP tool as a namespaced catalogue tool and served record (its category: see
+    :func:`tool_category`)."""
     from toolret.catalog.importers.mcp import mcp_tool
     from toolret.catalog.tool_records import tool_record
 
     base = mcp_tool(mcp_tool_obj, server)
     tool_id = f"{server}{SEPARATOR}{base.id}"
-    tool = dataclasses.replace(base, id=tool_id, metadata={**base.metadata, "original_name": base.name})
-    fingerprint = hashlib.sha256(json.dumps([tool.docs, tool.metadata], sort_keys=True, default=str)
-                                 .encode()).hexdigest()[:16]
+    tool = dataclasses.replace(base, id=tool_id, category=tool_category(mcp_tool_obj, default_category),
+                               metadata={**base.metadata, "original_name": base.name})
+    fingerprint = hashlib.sha256(json.dumps([tool.docs, tool.metadata, tool.category], sort_keys=True,
+                                            default=str).encode()).hexdigest()[:16]
     record = {**tool_record(tool), "server": server}
     return GatewayTool(tool_id, server, base.name, fingerprint, tool, record)
 
 
 class GatewayIndex:
-    """See the module docstring. ``pipeline``: a spec name; ``index``: a saved pipeline instead."""
+    """See the module docstring. ``pipeline``: a spec name; ``index``: a saved pipeline instead;
+    ``categories``: server -> the category of its tools that name none."""
 
-    def __init__(self, pipeline: str = "hybrid", *, index: str | None = None, params: str | None = None) -> None:
+    def __init__(self, pipeline: str = "hybrid", *, index: str | None = None, params: str | None = None,
+                 categories: Mapping[str, str] | None = None) -> None:
         self.spec, self.saved, self.params = pipeline, index, params
+        self.default_categories = dict(categories or {})
         self._servers: dict[str, dict[str, GatewayTool]] = {}  # server -> original name -> tool
         self._tools: dict[str, GatewayTool] = {}                # id -> tool, in index order
         self._by_name: dict[str, list[GatewayTool]] = {}        # original name -> tools (several servers may share it)
         self._by_lower: dict[str, list[GatewayTool]] = {}       # lower-cased id / name -> tools
         self._per_server: dict[str, int] = {}                   # server -> tool count
+        self._per_group: dict[tuple[str, str | None], int] = {}  # (server, lower-cased category) -> tool count
         self._pipeline: Any = None
         self._lock = threading.Lock()
         self.generation = 0  # bumped on every re-index
@@ -97,6 +132,14 @@ class GatewayIndex:
 
     def server_tools(self, server: str) -> list[GatewayTool]:
         return list(self._servers.get(server, {}).values())
+
+    def categories(self) -> list[str]:
+        """The categories of the indexed tools (sorted; one spelling per case-insensitive name)."""
+        seen: dict[str, str] = {}
+        for t in self._tools.values():
+            if t.category:
+                seen.setdefault(t.category.lower(), t.category)
+        return sorted(seen.values(), key=str.lower)
 
     def __len__(self) -> int:
         return len(self._tools)
@@ -119,6 +162,11 @@ class GatewayIndex:
                 by_lower.setdefault(key, []).append(t)
         self._servers, self._tools, self._by_name, self._by_lower = servers, tools, by_name, by_lower
         self._per_server = {name: len(s) for name, s in servers.items()}
+        groups: dict[tuple[str, str | None], int] = {}
+        for t in tools.values():
+            key = (t.server, t.category.lower() if t.category else None)
+            groups[key] = groups.get(key, 0) + 1
+        self._per_group = groups
 
     # ------------------------------------------------------------------ updates
     def update(self, server: str, listed: list[Any]) -> Diff:
@@ -126,7 +174,7 @@ class GatewayIndex:
         new: dict[str, GatewayTool] = {}
         for t in listed:
             try:
-                gt = gateway_tool(server, t)
+                gt = gateway_tool(server, t, self.default_categories.get(server))
             except CatalogError as e:
                 log.warning("gateway: server %r: skipped a tool: %s", server, e)
                 continue
@@ -194,19 +242,26 @@ class GatewayIndex:
         return found, select
 
     def search(self, query: str, k: int = 5, *, min_score: float | None = None, server: str | None = None,
+               category: str | None = None,
                down: frozenset[str] | set[str] = frozenset()) -> tuple[list[dict[str, Any]], int]:
         """``(hits, withheld)``: the top ``k`` hits over the tools of servers not ``down`` (of ``server``
-        only, where given), each ``{tool_id, name, server, tool, category, description, score,
-        input_schema?, match?}``; ``withheld``: how many tools of down servers the answer could not hold."""
+        and of ``category`` only, where given), each ``{tool_id, name, server, tool, category, description,
+        score, input_schema?, match?}``; ``withheld``: how many tools of down servers the answer could not
+        hold."""
+        wanted = category.strip().lower() if isinstance(category, str) else None
+
+        def in_scope(s: str, c: str | None) -> bool:  # a (server, lower-cased category) the query asks for
+            return server in (None, s) and (wanted is None or c == wanted)
+
         with self._lock:
             def eligible(t: GatewayTool) -> bool:
-                return t.server not in down and (server is None or t.server == server)
+                return t.server not in down and in_scope(t.server, t.category.lower() if t.category else None)
 
-            withheld = sum(n for s, n in self._per_server.items() if s in down and server in (None, s))
+            withheld = sum(n for (s, c), n in self._per_group.items() if s in down and in_scope(s, c))
             named, select = self._named(query)
             scores: dict[str, float | None] = {}
             if not select and self._tools and self._pipeline is not None:
-                hidden = sum(n for s, n in self._per_server.items() if s in down or server not in (None, s))
+                hidden = sum(n for (s, c), n in self._per_group.items() if s in down or not in_scope(s, c))
                 ranking = self._pipeline.search([query], min(len(self._tools), k + hidden))
                 for i, s in zip(ranking.indices[0], ranking.scores[0]):
                     if i >= 0 and ranking.tool_ids[i] in self._tools:
@@ -225,11 +280,11 @@ class GatewayIndex:
     @staticmethod
     def _hit(t: GatewayTool, score: float | None) -> dict[str, Any]:
         r = t.record
-        hit = {"tool_id": t.id, "name": t.name, "server": t.server, "tool": t.server, "category": None,
+        hit = {"tool_id": t.id, "name": t.name, "server": t.server, "tool": t.server, "category": t.category,
                "description": r.get("description", ""), "score": score}
         if "input_schema" in r:
             hit["input_schema"] = r["input_schema"]
         return hit
 
 
-__all__ = ["Diff", "GatewayIndex", "GatewayTool", "gateway_tool"]
+__all__ = ["Diff", "GatewayIndex", "GatewayTool", "gateway_tool", "tool_category"]

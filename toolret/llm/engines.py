@@ -9,10 +9,12 @@ ENGINES = ("transformers", "llama.cpp", "openai")
 
 def build_generator(engine: str, model: str | None = None, *, device: str = "cpu",
                     batch_size: int = 64, num_threads: int | None = None, progress: bool = True,
-                    base_url: str | None = None) -> Any:
+                    base_url: str | None = None, max_prompt_tokens: int | None = None) -> Any:
     """A generator of ``model`` on ``engine``: local (llama.cpp: the GGUF; transformers: its fp32 folder)
     or ``openai``: any OpenAI-compatible server at ``base_url`` (``$TOOLRET_LLM_BASE_URL``), ``batch_size``
-    requests in flight. ``model`` defaults to :data:`toolret.llm.models.DEFAULT_MODEL`."""
+    requests in flight. ``model`` defaults to :data:`toolret.llm.models.DEFAULT_MODEL`.
+    ``max_prompt_tokens``: where a local engine cuts longer prompts from the left (default: the engine's
+    config default; the server of ``openai`` decides for itself)."""
     from toolret.llm.models import DEFAULT_MODEL
 
     model = model or DEFAULT_MODEL
@@ -24,8 +26,9 @@ def build_generator(engine: str, model: str | None = None, *, device: str = "cpu
     if engine == "transformers":
         from toolret.llm.transformers_backend import TransformersConfig, TransformersGenerator
 
+        limit = {"max_prompt_tokens": int(max_prompt_tokens)} if max_prompt_tokens is not None else {}
         return TransformersGenerator(TransformersConfig(model=model, device=device, batch_size=batch_size,
-                                                        num_threads=num_threads, progress=progress))
+                                                        num_threads=num_threads, progress=progress, **limit))
     if engine == "llama.cpp":
         import importlib.util
 
@@ -34,7 +37,8 @@ def build_generator(engine: str, model: str | None = None, *, device: str = "cpu
                               "llama-cpp-python`; it compiles llama.cpp, ~6 min on 2 cores)")
         from toolret.llm.llamacpp_backend import LlamaCppConfig, LlamaCppGenerator
 
+        limit = {"max_prompt_tokens": int(max_prompt_tokens)} if max_prompt_tokens is not None else {}
         return LlamaCppGenerator(LlamaCppConfig(model=model, n_threads=num_threads, max_sequences=batch_size,
                                                 n_gpu_layers=-1 if device.startswith("cuda") else 0,
-                                                progress=progress))
+                                                progress=progress, **limit))
     raise ValueError(f"unknown LLM engine {engine!r}; choose one of {ENGINES}")

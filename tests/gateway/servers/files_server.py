@@ -1,4 +1,5 @@
-"""A small MCP server for the gateway tests (stdio): file-ish tools, one echoing its arguments.
+"""A small MCP server for the gateway tests (stdio): file-ish tools, one echoing its arguments. Each tool names
+its category in its ``_meta``: ``category`` (echo) or a namespaced ``io.toolret/category`` (the others).
 
 ``--pid-file FILE``: writes its pid there (a test kills it); ``--refuse-if FILE``: exits at once while FILE
 exists (a test keeps it "down" across the gateway's reconnection attempts).
@@ -24,19 +25,19 @@ if args.pid_file:
 server = MCPServer("files-test", log_level="WARNING")
 
 
-@server.tool()
+@server.tool(meta={"category": "debugging"})
 def echo(text: str, times: int = 1) -> dict:
     """Echo a text back, repeated: shows exactly which arguments arrived."""
     return {"received": {"text": text, "times": times}, "echo": " ".join([text] * times)}
 
 
-@server.tool()
+@server.tool(meta={"io.toolret/category": "filesystem"})
 def read_file(path: str) -> str:
     """Read a text file from disk and return its contents."""
     return f"contents of {path}"
 
 
-@server.tool()
+@server.tool(meta={"io.toolret/category": "filesystem"})
 def delete_file(path: str) -> str:
     """Delete a file from disk; fails for protected paths."""
     if path.startswith("/protected"):

@@ -1,6 +1,7 @@
 """A small MCP server for the gateway tests (stdio): weather-ish tools, and ``add_tool``, which registers a
 new tool at runtime and announces it (``notifications/tools/list_changed`` on the session, and the
-``subscriptions/listen`` tools event of 2026-07-28 connections)."""
+``subscriptions/listen`` tools event of 2026-07-28 connections). Only convert_currency names a category in
+its ``_meta`` (finance); the tests configure the server's default category (weather) for the others."""
 
 from mcp.server.mcpserver import Context, MCPServer
 
@@ -13,7 +14,7 @@ def get_forecast(city: str, days: int = 3) -> str:
     return f"forecast for {city}: sunny for {days} days"
 
 
-@server.tool()
+@server.tool(meta={"category": "finance"})
 def convert_currency(amount: float, source: str, target: str) -> str:
     """Convert an amount of money from one currency to another at today's exchange rate."""
     return f"{amount} {source} = {amount * 2} {target}"
