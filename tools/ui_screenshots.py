@@ -8,9 +8,17 @@ the project's Dagster home (``data/dagster_home``), waits until both answer, the
 * ``mlflow_runs.png``: the runs table of the ``toolret`` experiment, at the URL
   ``python -m toolret.tracking.ui`` prints (classic runs table, headline-metric columns), once its metric
   columns and a current run have rendered;
+* ``mlflow_comparisons.png``: the runs table of the ``toolret-comparisons`` experiment (one run per
+  dataset), at the second URL it prints (its own view: reference / best / n_better per headline metric);
+* ``mlflow_comparison_run.png``: a current comparison run's page, scrolled to its description (the headline
+  table with the reference marked, the legend);
+* ``mlflow_model_version.png``: a registered model version's page (its source run, source, model card);
 * ``dagster_toolret_run.png``: the ``toolret_run`` job's Runs tab, once a run of it is listed;
 * ``dagster_assets.png``: the asset graph of one asset group (``--group``), once its assets are drawn,
-  zoomed out until all of them are in view.
+  zoomed out until all of them are in view;
+* ``dagster_deferred_asset.png``: the page of an asset ``make run`` defers (definition metadata
+  ``toolret/deferred``), once it says why and the command that builds it (skipped, with a note, when the
+  code location defers nothing).
 
 First-visit dialogs are dismissed as a user would (Dagster's "Join the Dagster community": *Skip*; MLflow's
 assistant side panel: *Close*).
@@ -33,6 +41,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -259,9 +268,98 @@ def mlflow_runs(driver: Any, mlflow_url: str, out: Path, timeout: float) -> Path
           f"({urls['runs']})", rendered, timeout,
           hint=f"; page text starts: {_page_text(driver)[:300]!r}")
     # MLflow 3.17 opens its assistant beside the table on a first visit: close it, the columns need the room
-    _click_if_shown(driver, "//button[@aria-label='Close'][ancestor::*[position() <= 6][contains(., 'Assistant')]]", 5)
+    _click_if_shown(driver, ASSISTANT_CLOSE, 5)
     time.sleep(2)  # let the grid settle (column widths, fonts)
     path = out / "mlflow_runs.png"
+    save_png(driver, path)
+    return path
+
+
+ASSISTANT_CLOSE = "//button[@aria-label='Close'][ancestor::*[position() <= 6][contains(., 'Assistant')]]"
+
+
+def mlflow_comparisons(driver: Any, mlflow_url: str, out: Path, timeout: float) -> Path:
+    """The `toolret-comparisons` runs table at the second URL `python -m toolret.tracking.ui` prints, its view's
+    metric columns and a current comparison run rendered."""
+    from toolret.tracking.comparison import COMPARISON_EXPERIMENT
+    from toolret.tracking.store import CURRENT_TAG, get_client
+    from toolret.tracking.ui import comparison_columns, prepare
+
+    urls = prepare(mlflow_url)
+    client = get_client()
+    exp = client.get_experiment_by_name(COMPARISON_EXPERIMENT)
+    runs = client.search_runs([exp.experiment_id], filter_string=f"tags.`{CURRENT_TAG}` = 'true'", max_results=50)
+    if not runs:
+        raise ScreenshotError(f"no current MLflow run in experiment `{COMPARISON_EXPERIMENT}`: run `make run` first")
+    _, metrics = comparison_columns(client, exp.experiment_id)
+    first = sorted(metrics)[:3]  # the runs table orders metric columns by name; the grid draws the ones in view
+    names = {r.info.run_name for r in runs if r.info.run_name}
+    driver.get(urls["comparisons"])
+
+    def rendered() -> bool:
+        text = _page_text(driver)
+        return all(m in text for m in first) and any(n in text for n in names)
+
+    _wait(f"the MLflow runs table of `{COMPARISON_EXPERIMENT}` with metric columns {', '.join(first)} and a "
+          f"current comparison run ({urls['comparisons']})", rendered, timeout,
+          hint=f"; page text starts: {_page_text(driver)[:300]!r}")
+    _click_if_shown(driver, ASSISTANT_CLOSE, 5)
+    time.sleep(2)
+    path = out / "mlflow_comparisons.png"
+    save_png(driver, path)
+    return path
+
+
+def mlflow_comparison_run(driver: Any, mlflow_url: str, out: Path, timeout: float) -> Path:
+    """The page of the current comparison run with the most systems (classic workflow), scrolled to its
+    description: the headline table with the reference marked, then the legend."""
+    from toolret.tracking.comparison import COMPARISON_EXPERIMENT
+    from toolret.tracking.store import CURRENT_TAG, get_client, run_url
+
+    client = get_client()
+    exp = client.get_experiment_by_name(COMPARISON_EXPERIMENT)
+    runs = [] if exp is None else client.search_runs(
+        [exp.experiment_id], filter_string=f"tags.`{CURRENT_TAG}` = 'true'", max_results=50)
+    runs = [r for r in runs if r.data.tags.get("mlflow.note.content")]
+    if not runs:
+        raise ScreenshotError(f"no current comparison run with a description in `{COMPARISON_EXPERIMENT}`: "
+                              "run `make run` first")
+    run = max(runs, key=lambda r: (r.data.metrics.get("n_systems", 0), r.info.run_name or ""))
+    dataset = run.data.params.get("dataset") or run.data.tags.get("toolret.dataset", "")
+    page = run_url(mlflow_url, exp.experiment_id, run.info.run_id)
+    driver.get(page)
+    _wait(f"the description of comparison run {run.info.run_name} ({page}; its table with a (ref) marker)",
+          lambda: all(t in _page_text(driver) for t in (dataset, "distinct systems", "(ref)")), timeout,
+          hint=f"; page text starts: {_page_text(driver)[:300]!r}")
+    _click_if_shown(driver, ASSISTANT_CLOSE, 5)
+    heading = driver.find_elements("xpath", "//p[contains(., 'distinct systems')]")
+    if heading:
+        driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", heading[0])
+    time.sleep(2)
+    path = out / "mlflow_comparison_run.png"
+    save_png(driver, path)
+    return path
+
+
+def mlflow_model_version(driver: Any, mlflow_url: str, out: Path, timeout: float) -> Path:
+    """A registered model version's page: preferably one of a DVC model output (tag ``dvc_md5``) that links a
+    run, its "Source Run" shown."""
+    from toolret.tracking.store import get_client, model_version_url
+
+    client = get_client()
+    versions = list(client.search_model_versions(max_results=1000))
+    if not versions:
+        raise ScreenshotError("no registered model version in the MLflow model registry: run `make run` first")
+    mv = min(versions, key=lambda v: (not v.run_id, "dvc_md5" not in (v.tags or {}), v.name, -int(v.version)))
+    page = model_version_url(mlflow_url, mv.name, mv.version)
+    driver.get(page)
+    wanted = [mv.name, f"Version {mv.version}", *(["Source Run"] if mv.run_id else [])]
+    _wait(f"the page of model version {mv.name} {mv.version} ({page}; {', '.join(wanted)})",
+          lambda: all(t in _page_text(driver) for t in wanted), timeout,
+          hint=f"; page text starts: {_page_text(driver)[:300]!r}")
+    _click_if_shown(driver, ASSISTANT_CLOSE, 5)
+    time.sleep(2)
+    path = out / "mlflow_model_version.png"
     save_png(driver, path)
     return path
 
@@ -357,6 +455,38 @@ def dagster_asset_group(driver: Any, dagster_url: str, group: str, out: Path, ti
     return path
 
 
+DEFERRED_LABEL = "toolret/deferred"  # definition metadata of an asset `make run` leaves out (dagster_project)
+BUILD_COMMAND_LABEL = "toolret/build_command"
+ASSETS_QUERY = """query Assets { assetNodes { assetKey { path }
+  metadataEntries { label ... on TextMetadataEntry { text } } } }"""
+
+
+def dagster_deferred_asset(driver: Any, dagster_url: str, out: Path, timeout: float) -> Path | None:
+    """The page of an asset `make run` defers, once it says why and the command that builds it; ``None`` (and a
+    note) when the code location defers nothing (every costly stage's outputs on disk)."""
+    deferred = []
+    for node in _gql(dagster_url, ASSETS_QUERY)["assetNodes"]:
+        entries = {e["label"]: e.get("text") for e in node["metadataEntries"]}
+        if entries.get(DEFERRED_LABEL):
+            deferred.append((node["assetKey"]["path"], entries.get(BUILD_COMMAND_LABEL) or ""))
+    if not deferred:
+        print(f"note: no asset of code location {LOCATION} is deferred (metadata {DEFERRED_LABEL}): "
+              "dagster_deferred_asset.png not taken", file=sys.stderr)
+        return None
+    key, command = min(deferred, key=lambda d: (len(d[0]), d[0]))
+    page = f"{dagster_url}/assets/" + "/".join(urllib.parse.quote(p, safe="") for p in key)
+    driver.get(page)
+    wanted = ["Deferred", *([command] if command else [])]
+    _wait(f"the page of deferred asset {'/'.join(key)} ({page}; {', '.join(wanted)})",
+          lambda: all(t in _page_text(driver) for t in wanted), timeout,
+          hint=f"; page text starts: {_page_text(driver)[:300]!r}")
+    _click_if_shown(driver, "//button[normalize-space()='Skip']", 3)
+    time.sleep(2)
+    path = out / "dagster_deferred_asset.png"
+    save_png(driver, path)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Screenshots of the MLflow and Dagster UIs (headless Chromium).")
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
@@ -373,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
         if not os.access(exe, os.X_OK):
             print(f"error: {exe} not found (install Debian's chromium and chromium-driver)", file=sys.stderr)
             return 1
-    written: list[Path] = []
+    written: list[Path | None] = []
     try:
         with tempfile.TemporaryDirectory(prefix="ui-screenshots-") as logs, ExitStack() as stack:
             log_dir = Path(logs)
@@ -382,12 +512,16 @@ def main(argv: list[str] | None = None) -> int:
             driver = make_driver(args.chromium, args.chromedriver, args.width, args.height)
             stack.callback(driver.quit)
             written.append(mlflow_runs(driver, mlflow_url, args.out, args.timeout))
+            written.append(mlflow_comparisons(driver, mlflow_url, args.out, args.timeout))
+            written.append(mlflow_comparison_run(driver, mlflow_url, args.out, args.timeout))
+            written.append(mlflow_model_version(driver, mlflow_url, args.out, args.timeout))
             written.append(dagster_job_runs(driver, dagster_url, args.out, args.timeout))
             written.append(dagster_asset_group(driver, dagster_url, args.group, args.out, args.timeout))
+            written.append(dagster_deferred_asset(driver, dagster_url, args.out, args.timeout))
     except ScreenshotError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    for path in written:
+    for path in filter(None, written):
         print(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: {path.stat().st_size // 1024} KB")
     return 0
 

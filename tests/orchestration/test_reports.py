@@ -153,9 +153,10 @@ def test_report_metadata_links_runs_and_registered_models(project: Path, mlflow_
     assert md["dataset"].value == "fx"
     link = md["mlflow/run/dense-ft/original"]
     assert isinstance(link, dg.UrlMetadataValue)
-    assert link.url == f"http://127.0.0.1:5000/#/experiments/{exp.experiment_id}/runs/{ft.info.run_id}"
+    assert link.url == (f"http://127.0.0.1:5000/#/experiments/{exp.experiment_id}/runs/{ft.info.run_id}"
+                        "?workflowType=machine_learning")  # the classic run page, not the GenAI one
     comparison = _runs(mlflow_uri, "comparison")[0]
-    assert md["mlflow/comparison_run"].url.endswith(f"/runs/{comparison.info.run_id}")
+    assert md["mlflow/comparison_run"].url.endswith(f"/runs/{comparison.info.run_id}?workflowType=machine_learning")
 
     # the fine-tuned model: registered with the md5 dvc.lock records for its folder, linked both ways
     lock = yaml.safe_load((project / "dvc.lock").read_text())

@@ -36,14 +36,14 @@ import numpy as np
 from toolret.evaluate_api import EvalResult, collapse_identical, compare
 from toolret.tracking.evaluation import LOG_FORMAT, load_per_query, load_result, per_query_path_for
 from toolret.provenance import git_state, sha256_file
-from toolret.tracking.store import (INPUTS_TAG, digest, find_run, get_client, get_or_create_experiment, make_current,
-                                    safe_key)
+from toolret.tracking.store import (INPUTS_TAG, digest, find_run, get_client, get_or_create_experiment, logged_metric,
+                                    make_current, safe_key)
 
 DEFAULT_BASELINES = ("bm25", "dense")
 COMPARISON_EXPERIMENT = "toolret-comparisons"  # comparison runs: one row per dataset, apart from the evaluations
 MAX_RUN_METRICS = 60  # metrics of one comparison run (every number is in its report artifacts)
 DESCRIPTION_LIMIT = 8000  # MLflow's limit on a tag value; the run description is the tag mlflow.note.content
-COMPARISON_FORMAT = "2"  # bump when what a comparison run holds changes
+COMPARISON_FORMAT = "3"  # bump when what a comparison run holds changes (3: best/reference metrics, rounded)
 ALPHA = 0.05
 FAMILY_ORDER = ("recall", "ndcg", "comp", "precision", "mrr")  # metric families first, in this order
 UP, DOWN, REF = "▲", "▼", "(ref)"
@@ -374,13 +374,28 @@ def plot_comparison(comparison: Comparison, path: str | Path, metrics: Sequence[
     return Path(path)
 
 
-def run_metrics(comparison: Comparison, limit: int = MAX_RUN_METRICS) -> dict[str, float]:
-    """The few numbers a comparison run logs as MLflow metrics (at most ``limit``).
+def _mean(system: System, metric: str) -> float | None:
+    value = system.result["metrics"].get(metric)
+    return float(value) if isinstance(value, (int, float)) else None
 
-    ``n_results`` / ``n_systems`` (distinct) / ``n_tests``; per headline metric ``n_better/<m>`` and
-    ``n_worse/<m>`` (significant after Holm); then each system's value ``<method>.<docs>/<m>``, headline
-    metric by headline metric, as long as a metric's whole set of systems fits. Every other number
-    (other metrics, CIs, p-values) is in the report artifacts.
+
+def best_and_reference(comparison: Comparison, metric: str) -> tuple[System | None, System | None]:
+    """The system with the highest mean of ``metric`` (the first in report order on a tie) and the reference."""
+    scored = [s for s in comparison.systems if _mean(s, metric) is not None]
+    best = max(scored, key=lambda s: _mean(s, metric) or 0.0) if scored else None
+    ref = next((s for s in scored if s.label == comparison.reference.get(metric)), None)
+    return best, ref
+
+
+def run_metrics(comparison: Comparison, limit: int = MAX_RUN_METRICS) -> dict[str, float]:
+    """The few numbers a comparison run logs as MLflow metrics (at most ``limit``), rounded for the runs
+    table (:func:`toolret.tracking.store.logged_metric`; the report artifacts hold them in full).
+
+    ``n_results`` / ``n_systems`` (distinct) / ``n_tests``; per headline metric the reference's mean
+    ``reference/<m>``, the best system's ``best/<m>``, ``n_better/<m>`` and ``n_worse/<m>`` (significant
+    after Holm); then each system's value ``<method>.<docs>/<m>``, headline metric by headline metric, as
+    long as a metric's whole set of systems fits. Every other number (other metrics, CIs, p-values) is in
+    the report artifacts.
     """
     from toolret.metrics.names import metric_name_for_mlflow
 
@@ -392,6 +407,11 @@ def run_metrics(comparison: Comparison, limit: int = MAX_RUN_METRICS) -> dict[st
     }
     for m in headline:
         key = metric_name_for_mlflow(m)
+        best, ref = best_and_reference(comparison, m)
+        if ref is not None:
+            out[f"reference/{key}"] = _mean(ref, m) or 0.0
+        if best is not None:
+            out[f"best/{key}"] = _mean(best, m) or 0.0
         family = [t for t in comparison.tests if t["metric"] == m]
         out[f"n_better/{key}"] = float(sum(t["significant"] and t["mean_diff"] > 0 for t in family))
         out[f"n_worse/{key}"] = float(sum(t["significant"] and t["mean_diff"] < 0 for t in family))
@@ -401,7 +421,22 @@ def run_metrics(comparison: Comparison, limit: int = MAX_RUN_METRICS) -> dict[st
         if len(out) + len(values) > limit:
             break
         out.update(values)
-    return dict(list(out.items())[:limit])
+    return {k: logged_metric(v) for k, v in list(out.items())[:limit]}
+
+
+def run_params(comparison: Comparison) -> dict[str, str]:
+    """The systems behind ``reference/<m>`` and ``best/<m>`` (params of the same names)."""
+    from toolret.metrics.names import metric_name_for_mlflow
+
+    out = {}
+    for m in headline_metrics(comparison.metrics):
+        best, ref = best_and_reference(comparison, m)
+        key = metric_name_for_mlflow(m)
+        if ref is not None:
+            out[f"reference/{key}"] = ref.label
+        if best is not None:
+            out[f"best/{key}"] = best.label
+    return out
 
 
 def log_comparison_report(
@@ -427,7 +462,8 @@ def log_comparison_report(
 
     The run (named ``<dataset>/comparison``, in experiment ``experiment``, by default
     :data:`COMPARISON_EXPERIMENT`) has the headline table as its description
-    (:meth:`Comparison.description`), at most :data:`MAX_RUN_METRICS` metrics (:func:`run_metrics`),
+    (:meth:`Comparison.description`), at most :data:`MAX_RUN_METRICS` metrics (:func:`run_metrics`, rounded
+    to three decimals) with the systems behind ``reference/<m>`` and ``best/<m>`` as params,
     the table as ``report/comparison.{md,csv,html}`` (UTF-8 without a byte order mark, legend
     included), the numbers as ``report/comparison_numeric.csv``, the tests with raw and Holm-adjusted
     p-values as ``report/significance.{json,csv}`` and the chart as ``plots/comparison.png``.
@@ -470,7 +506,8 @@ def log_comparison_report(
         client.log_batch(run_id, params=[
             Param("dataset", dataset), Param("systems", json.dumps([s.label for s in comparison.systems])[:6000]),
             Param("baselines", json.dumps(list(baselines))), Param("test", test), Param("n_samples", str(n_samples)),
-            Param("alpha", str(ALPHA)), Param("multiple_comparisons", "holm (per metric, distinct systems)")])
+            Param("alpha", str(ALPHA)), Param("multiple_comparisons", "holm (per metric, distinct systems)"),
+            *(Param(k, v) for k, v in run_params(comparison).items())])
         now = int(time.time() * 1000)
         client.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in run_metrics(comparison).items()],
                          tags=[RunTag("mlflow.note.content", comparison.description())])
@@ -503,5 +540,5 @@ def log_comparison_report(
 
 
 __all__ = ["ALPHA", "COMPARISON_EXPERIMENT", "MAX_RUN_METRICS", "Comparison", "System", "compare_results",
-           "comparison_figure", "headline_metrics", "log_comparison_report", "order_metrics", "plot_comparison",
-           "run_metrics"]
+           "best_and_reference", "comparison_figure", "headline_metrics", "log_comparison_report", "order_metrics",
+           "plot_comparison", "run_metrics", "run_params"]

@@ -28,12 +28,13 @@ from typing import Any
 from toolret.tracking.lineage import producing_stage, stage_params, upstream_stages
 from toolret.provenance import dvc_md5, git_state, read_dvc_lock, sha256_file
 from toolret.tracking.store import (INPUTS_TAG, digest, find_run, flatten, get_client, get_or_create_experiment,
-                                    make_current, safe_key)
+                                    logged_metric, make_current, safe_key)
 
 _AT_K = re.compile(r"^(?P<family>.+)@(?P<k>\d+)$")
 
 # Bump when what a run holds changes: runs logged by an older format then count as other inputs.
-LOG_FORMAT = "2"
+# 3: metrics logged rounded to 3 decimals (store.logged_metric; the result artifact keeps full precision).
+LOG_FORMAT = "3"
 # Dataset preparation (catalog, clean): shared by every evaluation of a dataset, versioned by the
 # dvc.md5 tags; their params are not logged as the evaluation's params.
 DATASET_PREP_ROOTS = ("data/catalogs", "data/curated")
@@ -159,17 +160,33 @@ def _input_versions(result_json: Path, project_dir: Path | None, lock: dict[str,
     if rel is None:
         return {}
     stage = producing_stage(rel, lock)
-    versions: dict[str, str] = {}
-    if stage:
-        body = lock["stages"][stage]
-        for entry in [*(body.get("deps") or []), *(body.get("outs") or [])]:
-            if isinstance(entry, dict) and entry.get("md5"):
-                versions[str(entry["path"])] = str(entry["md5"])
+    versions = stage_md5s(stage, lock) if stage else {}
     if not versions:
         md5 = dvc_md5(rel, project_dir, lock)
         if md5:
             versions[rel] = md5
     return versions
+
+
+def stage_md5s(stage: str, lock: dict[str, Any]) -> dict[str, str]:
+    """``{path: md5}`` of the deps and outs ``dvc.lock`` records for ``stage``."""
+    body = (lock.get("stages") or {}).get(stage) or {}
+    return {str(e["path"]): str(e["md5"]) for e in [*(body.get("deps") or []), *(body.get("outs") or [])]
+            if isinstance(e, dict) and e.get("md5")}
+
+
+def version_tags(versions: dict[str, str]) -> dict[str, str]:
+    """The run tags of a stage's md5s: ``dvc.md5.<path>`` per data dep/out, one digest ``dvc.md5.code`` of the
+    source-file deps (dozens of them; every md5 is in the run's ``result/dvc_versions.json``)."""
+    tags, code = {}, {}
+    for path, md5 in versions.items():
+        if path.startswith("data/") or Path(path).is_absolute():
+            tags[safe_key(f"dvc.md5.{path}")] = md5
+        else:
+            code[path] = md5
+    if code:
+        tags["dvc.md5.code"] = digest(code)
+    return tags
 
 
 def _is_dataset_prep(outs: list[str]) -> bool:
@@ -261,7 +278,9 @@ def log_evaluation_run(
     ``toolret.current=false`` and ``toolret.superseded_by=<run id>``.
 
     The run holds: params (dataset, method, docs, split, ks, n_queries, the DVC stage and the params
-    its stages declared, see :func:`run_params`), metrics (``recall@5`` as ``recall_at_5``, CI bounds
+    its stages declared, see :func:`run_params`), metrics (rounded to three decimals for the runs table,
+    :func:`toolret.tracking.store.logged_metric`; the result JSON artifact has them in full; ``recall@5``
+    as ``recall_at_5``, CI bounds
     as ``ci95/recall_at_5/lo`` and ``.../hi``, every ``<metric>@k`` family also as ``<metric>_by_k``
     with step k, latency from the run info), tags (git sha, the DVC md5 of each data dep/out of the
     stage and one digest ``dvc.md5.code`` of its source-file deps, registered models it used, plus
@@ -347,14 +366,7 @@ def _log_new_run(client: Any, exp_id: str, result_json: Path, result: dict[str, 
                 "mlflow.source.git.commit": git_sha.removesuffix("-dirty")}
     if lineage:
         run_tags["dvc.stage"] = lineage[0]
-    code = {}
-    for path, md5 in versions.items():
-        if path.startswith("data/") or Path(path).is_absolute():  # data deps/outs: one tag each
-            run_tags[safe_key(f"dvc.md5.{path}")] = md5
-        else:  # source files (dozens of code deps): one digest; every md5 in result/dvc_versions.json
-            code[path] = md5
-    if code:
-        run_tags["dvc.md5.code"] = digest(code)
+    run_tags.update(version_tags(versions))
     for path, version in (prov.get("artifact_versions") or {}).items():
         run_tags[safe_key(f"artifact.{path}")] = str(version)[:5000]
     run_tags.update(tags)
@@ -377,23 +389,23 @@ def _log_new_run(client: Any, exp_id: str, result_json: Path, result: dict[str, 
         metrics: list[Any] = []
         for name, value in result["metrics"].items():
             if isinstance(value, (int, float)):
-                metrics.append(Metric(metric_name_for_mlflow(name), float(value), now, 0))
+                metrics.append(Metric(metric_name_for_mlflow(name), logged_metric(value), now, 0))
         for name, bounds in (result.get("ci95") or {}).items():
             if isinstance(bounds, (list, tuple)) and len(bounds) == 2:
                 key = metric_name_for_mlflow(name)
-                metrics.append(Metric(f"ci95/{key}/lo", float(bounds[0]), now, 0))
-                metrics.append(Metric(f"ci95/{key}/hi", float(bounds[1]), now, 0))
+                metrics.append(Metric(f"ci95/{key}/lo", logged_metric(bounds[0]), now, 0))
+                metrics.append(Metric(f"ci95/{key}/hi", logged_metric(bounds[1]), now, 0))
         for fam, values in families.items():
             for k, value in values.items():
-                metrics.append(Metric(f"{metric_name_for_mlflow(fam)}_by_k", value, now, k))
+                metrics.append(Metric(f"{metric_name_for_mlflow(fam)}_by_k", logged_metric(value), now, k))
         latency = result.get("latency_ms") or run_info.get("latency_ms") or {}
         for stat, value in latency.items():
             if isinstance(value, (int, float)) and stat != "n":
-                metrics.append(Metric(f"latency_{safe_key(stat)}_ms", float(value), now, 0))
+                metrics.append(Metric(f"latency_{safe_key(stat)}_ms", logged_metric(value), now, 0))
         for key in ("batch_search_s", "index_build_s"):
             value = result.get(key, run_info.get(key))
             if isinstance(value, (int, float)):
-                metrics.append(Metric(key, float(value), now, 0))
+                metrics.append(Metric(key, logged_metric(value), now, 0))
         if isinstance(result.get("n_queries"), (int, float)):
             metrics.append(Metric("n_queries", float(result["n_queries"]), now, 0))
         for i in range(0, len(metrics), 1000):
@@ -429,4 +441,4 @@ def _log_new_run(client: Any, exp_id: str, result_json: Path, result: dict[str, 
 
 __all__ = ["DATASET_PREP_ROOTS", "LOG_FORMAT", "find_result_files", "is_evaluation_result", "load_per_query",
            "load_result", "log_evaluation_run", "metrics_by_k", "per_query_path_for", "plot_metrics_vs_k",
-           "method_sections", "run_params", "stage_lineage"]
+           "method_sections", "run_params", "stage_lineage", "stage_md5s", "version_tags"]

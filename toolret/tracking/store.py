@@ -21,6 +21,10 @@ INPUTS_TAG = "toolret.inputs"  # digest of everything the run was logged from
 CURRENT_TAG = "toolret.current"  # "true" on the newest run of an identity, "false" on the older ones
 SUPERSEDED_TAG = "toolret.superseded_by"  # on older runs: the run id that replaced them
 
+# MLflow's runs table shows a metric as logged (it has no number format): the evaluation and comparison
+# runs log their numbers rounded (:func:`logged_metric`); the full precision is in their result artifacts.
+METRIC_DECIMALS = 3
+
 
 def default_tracking_uri(project_dir: str | Path | None = None) -> str:
     """``$MLFLOW_TRACKING_URI`` or ``sqlite:///<project>/data/mlflow/mlflow.db`` (folder created)."""
@@ -74,6 +78,16 @@ def get_or_create_experiment(client: Any, name: str) -> str:
     return exp.experiment_id
 
 
+def logged_metric(value: float) -> float:
+    """``value`` as an evaluation or comparison run logs it: rounded to :data:`METRIC_DECIMALS` decimals.
+
+    Example:
+        >>> logged_metric(0.22950819672131148)
+        0.23
+    """
+    return round(float(value), METRIC_DECIMALS)
+
+
 def digest(obj: Any) -> str:
     """sha256 of the canonical JSON of ``obj`` (the identity of a run's inputs)."""
     import hashlib
@@ -117,9 +131,13 @@ def make_current(client: Any, experiment_id: str, identity: dict[str, str], run_
             client.set_tag(run.info.run_id, SUPERSEDED_TAG, run_id)
 
 
+WORKFLOW = "machine_learning"  # the MLflow UI's workflowType of the classic runs table (toolret.tracking.ui)
+
+
 def run_url(ui_url: str, experiment_id: str, run_id: str) -> str:
-    """The MLflow UI page of a run (``<ui>/#/experiments/<exp>/runs/<run>``)."""
-    return f"{ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+    """The MLflow UI page of a run (``<ui>/#/experiments/<exp>/runs/<run>``), opened in the classic
+    (machine-learning) view: without the parameter the UI may open it in GenAI mode."""
+    return f"{ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}?workflowType={WORKFLOW}"
 
 
 def model_version_url(ui_url: str, name: str, version: str | int) -> str:
