@@ -21,7 +21,8 @@ def main() -> None:
     parser.add_argument("tools", help="JSONL: name, description, inputSchema")
     parser.add_argument("--port", type=int, help="streamable HTTP on 127.0.0.1:PORT/mcp (default: stdio)")
     args = parser.parse_args()
-    rows = [json.loads(line) for line in Path(args.tools).read_text(encoding="utf-8").splitlines() if line.strip()]
+    # split on "\n" only: str.splitlines() also splits inside descriptions holding U+2028 and the like
+    rows = [json.loads(line) for line in Path(args.tools).read_text(encoding="utf-8").split("\n") if line.strip()]
     tools = [types.Tool(name=r["name"], description=r["description"], input_schema=r["inputSchema"]) for r in rows]
     names = {t.name for t in tools}
 

@@ -29,3 +29,13 @@ def test_missing_file_and_bad_lines_name_the_file_and_line(tmp_path):
     bad.write_text('{"a": 1}\n[1, 2]\n')
     with pytest.raises(CatalogError, match=r"bad\.jsonl: line 2 is not a JSON object"):
         read_jsonl(bad)
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85"])
+def test_a_record_holding_a_unicode_line_separator_reads_back(tmp_path, separator):
+    """JSONL is split on "\\n" only: str.splitlines() also splits on U+2028, U+2029 and NEL, which JSON written
+    with ensure_ascii=False keeps raw inside strings (ToolBench documents hold some)."""
+    path = tmp_path / "tools.jsonl"
+    records = [{"id": "a", "text": f"first{separator}second"}, {"id": "b", "text": "plain"}]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    assert read_jsonl(path) == records

@@ -44,7 +44,9 @@ def per_query(run_dir: Path, row: str) -> dict[str, dict[str, Any]]:
     path = run_dir / f"{row}.per_query.jsonl"
     if not path.is_file():
         return {}
-    return {r["query_id"]: r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines()) if r}
+    from toolret.jsonl_artifacts import read_jsonl
+
+    return {r["query_id"]: r for r in read_jsonl(path) if r}
 
 
 def ci_cell(metrics: Mapping[str, Any], ci: Mapping[str, Any], metric: str) -> str:

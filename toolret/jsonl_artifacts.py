@@ -46,7 +46,9 @@ def read_jsonl(path: str | Path, missing: str = "artifact not found") -> list[di
     if not path.is_file():
         raise CatalogError(f"{path}: {missing}")
     records = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+    # "\n" only: str.splitlines() would also split at U+2028 / U+2029 / NEL, kept raw inside JSON strings
+    # written with ensure_ascii=False (ToolBench documents hold some)
+    for i, line in enumerate(path.read_text(encoding="utf-8").split("\n")):
         if not line.strip():
             continue
         try:

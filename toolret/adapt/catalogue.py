@@ -74,7 +74,7 @@ def _check_raw_ids(corpus: Path) -> None:
     stops at the first one (or silently keeps one of two)."""
     seen: Counter = Counter()
     empty: list[str] = []
-    for line in corpus.read_text(encoding="utf-8").splitlines():
+    for line in corpus.read_text(encoding="utf-8").split("\n"):  # JSON Lines: "\n" only (not U+2028 ...)
         if line.strip():
             try:
                 rec = json.loads(line)

@@ -73,7 +73,7 @@ def log_files(path: str | Path) -> list[Path]:
 def read_receipts(path: str | Path) -> list[dict[str, Any]]:
     out = []
     for f in log_files(path):
-        for line in f.read_text(encoding="utf-8").splitlines():
+        for line in f.read_text(encoding="utf-8").split("\n"):  # JSON Lines: "\n" only (not U+2028 ...)
             try:
                 rec = json.loads(line)
             except ValueError:

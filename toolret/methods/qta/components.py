@@ -240,8 +240,9 @@ class QTARewriter:
         path = Path(path)
         meta = json.loads((path / COMPONENT_FILE).read_text(encoding="utf-8"))
         docs = json.loads((path / "documents.json").read_text(encoding="utf-8"))
-        rows = [json.loads(line) for line in (path / "outputs.jsonl").read_text(encoding="utf-8").splitlines()
-                if line.strip()]
+        from toolret.jsonl_artifacts import read_jsonl
+
+        rows = read_jsonl(path / "outputs.jsonl")
         return cls(QTAConfig.model_validate(meta["config"]), documents=docs["documents"], tool_ids=docs["tool_ids"],
                    adapter_root=path / "adapter" if meta.get("trained") else None, docs=meta.get("docs", "original"),
                    outputs={r["text"]: r for r in rows})

@@ -403,8 +403,9 @@ class _CachedRewriter:
 
         path = Path(path)
         meta = json.loads((path / COMPONENT_FILE).read_text(encoding="utf-8"))
-        rows = [json.loads(line) for line in (path / "outputs.jsonl").read_text(encoding="utf-8").splitlines()
-                if line.strip()]
+        from toolret.jsonl_artifacts import read_jsonl
+
+        rows = read_jsonl(path / "outputs.jsonl")
         return cls(ReInvokeConfig.model_validate(meta["config"]), outputs={r["text"]: r["output"] for r in rows})
 
 

@@ -281,7 +281,9 @@ class ToolRerankReranker:
 
         r = cls(ToolRerankConfig.model_validate(meta["config"]), project_path(meta["artifact"]), plain_m=meta.get("plain_m"),
                 dense_config=DenseConfig.model_validate(meta["dense"]), oracle=meta.get("oracle"))
-        rows = [json.loads(line) for line in (path / "tools.jsonl").read_text(encoding="utf-8").splitlines() if line]
+        from toolret.jsonl_artifacts import read_jsonl
+
+        rows = read_jsonl(path / "tools.jsonl")
         r.tools = [Tool(id=x["id"], name=x["name"], docs={"original": x["document"]}, tool=x["tool"],
                         category=x["category"]) for x in rows]
         r.tool_ids, r.documents = [x["id"] for x in rows], [x["document"] for x in rows]
