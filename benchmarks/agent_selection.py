@@ -25,12 +25,13 @@ longest shown name it contains as a whole word); a pick is correct when it is a 
 condition: accuracy with a 95% bootstrap CI, unmatched answers, prompt tokens per query (and, for (a), the
 shared prefix and the tokens actually prefilled), generation wall time; for (b) and (c) the retriever's
 recall@k (their ceiling) and the paired tests against (a): the sign-flip randomization test of the accuracy
-difference and McNemar's exact test (the discordant queries). Per-query picks are kept. The JSON
+difference and McNemar's exact test (the discordant queries). Per-query picks are kept (query ids, not texts). The JSON
 (``--out``, default ``benchmarks/results/agent_selection.json``) is rewritten after each condition
 (``"complete": false`` until the last).
 
     .venv/bin/python benchmarks/agent_selection.py                # MTRB-MetaTool test, 0.5B, adapt champion
     .venv/bin/python benchmarks/agent_selection.py --limit 3 --out /tmp/agent_smoke.json   # smoke run
+    .venv/bin/python benchmarks/agent_selection.py --render      # docs/GATEWAY.md's table from the stored JSON
 """
 
 from __future__ import annotations
@@ -118,8 +119,10 @@ def load_retriever(ref: str, catalog, dataset: str):
     if same is False:
         print(f"warning: {folder} was built on other documents of these tools (catalogue fingerprint differs)",
               file=sys.stderr)
-    return pipeline, {"ref": ref, "kind": "saved", "folder": str(folder), "name": pipeline.name,
-                      "catalogue": info.get("name"), "same_catalogue_fingerprint": same}
+    from toolret.paths import portable_path  # the result names project paths, not this machine's
+
+    return pipeline, {"ref": portable_path(ref), "kind": "saved", "folder": portable_path(str(folder)),
+                      "name": pipeline.name, "catalogue": info.get("name"), "same_catalogue_fingerprint": same}
 
 
 def common_prefix(seqs: list[list[int]]) -> int:
@@ -128,6 +131,43 @@ def common_prefix(seqs: list[list[int]]) -> int:
     while n < limit and all(s[n] == first[n] for s in seqs):
         n += 1
     return n
+
+
+RESULT = Path(__file__).resolve().parent / "results" / "agent_selection.json"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "GATEWAY.md"
+BEGIN, END = "<!-- agent-selection table: benchmarks/agent_selection.py --render -->", "<!-- end agent-selection table -->"
+LABELS = {"all tools": "(a) every tool in the prompt", "top 5": "(b) toolret's top 5", "top 10": "(c) toolret's top 10"}
+
+
+def table(result: dict) -> str:
+    """The agent table: accuracy [95% CI], prompt tokens per query and p against (a) per condition."""
+    llm, ret = result["llm"], result["retriever"]
+    lines = [f"{result['dataset']} test ({result['n_queries']} queries, {result['n_tools']} tools); agent "
+             f"`{llm['model']}` ({llm['engine']}, {llm['decoding']}); retriever `{ret['name']}` "
+             f"(`{ret['ref']}`). `{result['command'].strip()}`", "",
+             "| condition | selection accuracy [95% CI] | prompt tokens per query | retriever recall@k | p vs (a) |",
+             "|---|---|---|---|---|"]
+    for name in ("all tools", "top 5", "top 10"):
+        c = result["conditions"][name]
+        vs = c.get("vs_all_tools")
+        lines.append(f"| {LABELS[name]} | {c['accuracy']:.3f} [{c['ci95'][0]:.3f}, {c['ci95'][1]:.3f}] | "
+                     f"{c['prompt_tokens_per_query']:.0f} | "
+                     + (f"{c['retriever_recall']:.3f}" if "retriever_recall" in c else "-") + " | "
+                     + (f"{vs['p_value']:.2g} (McNemar {vs['mcnemar_exact_p']:.2g})" if vs else "-") + " |")
+    return "\n".join(lines)
+
+
+def render(result_path: Path = RESULT, page: Path = PAGE) -> str:
+    """``page`` with the table between its markers replaced by the one of ``result_path``'s JSON."""
+    text = page.read_text(encoding="utf-8")
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{page}: no agent-selection table markers ({BEGIN} ... {END})")
+    head, rest = text.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    result = json.loads(result_path.read_text(encoding="utf-8"))
+    if not result.get("complete"):
+        raise SystemExit(f"{result_path}: an incomplete run (complete: false)")
+    return f"{head}{BEGIN}\n{table(result)}\n{END}{tail}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,7 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--limit", type=int, default=0, help="first N test queries only (smoke runs)")
     parser.add_argument("--out", default="benchmarks/results/agent_selection.json")
+    parser.add_argument("--render", action="store_true", help="only write docs/GATEWAY.md's table from the stored JSON")
     args = parser.parse_args(argv)
+    if args.render:
+        PAGE.write_text(render(), encoding="utf-8")
+        print(f"wrote the agent-selection table into {PAGE}")
+        return 0
     start = time.perf_counter()
 
     import toolret
@@ -196,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"cpus": len(os.sched_getaffinity(0)), "platform": platform.platform(),
                     "threads": os.environ.get("TOOLRET_LLM_THREADS")},
         "command": "python benchmarks/agent_selection.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "conditions": {}, "per_query": [{"id": q.id, "query": q.text, "gold": sorted(g), "picks": {}}
+        "conditions": {}, "per_query": [{"id": q.id, "gold": sorted(g), "picks": {}}
                                         for q, g in zip(queries, gold)]}
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
