@@ -130,3 +130,27 @@ def test_the_cli_prints_a_malformed_matrix_as_an_error_naming_the_file(tmp_path,
     assert main(["reproduce", "--check", "--from-records", "--matrix", "matrix"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("toolret: error: ") and "bad.yaml" in err and "expectd" in err and "Traceback" not in err
+
+
+def test_a_record_written_by_evaluate_record_reads_back_ok(fixture_catalog_dir, tmp_path, capsys) -> None:
+    """A record with its condition, produced_by and run file (``toolret evaluate --record``) is a cell's record
+    as before: ``--check --from-records`` reads its metric at ``at: ''``."""
+    from toolret.cli import main
+
+    out = tmp_path / "results" / "records" / "fx" / "bm25.json"
+    assert main(["evaluate", "--dataset", str(fixture_catalog_dir), "--method", "bm25", "--record",
+                 "--output", str(out)]) == 0
+    record = json.loads(out.read_text(encoding="utf-8"))
+    assert record["condition"]["spec"] == "bm25" and "git_commit" in record["produced_by"]
+    folder = tmp_path / "matrix"
+    folder.mkdir()
+    (folder / "b.yaml").write_text(
+        "method: B\ncommand: 'false'\ncells:\n"
+        f"  - {{dataset: fx, condition: bm25, metric: recall@5, record: results/records/fx/bm25.json, at: '', "
+        f"expected: {record['metrics']['recall@5']}}}\n")
+    args = type("A", (), {"matrix": "matrix", "method": None, "check": True, "from_records": True,
+                          "render_readme": False})()
+    assert run(args, tmp_path) == 0
+    assert re.search(r"^OK   B \| fx \| bm25 \| recall@5: ", capsys.readouterr().out, re.M)
+    (ok,) = check(load_matrix(folder), tmp_path)
+    assert ok.ci95 == tuple(record["ci95"]["recall@5"])

@@ -1,5 +1,7 @@
 """TREC run files written by every evaluation: ranx and pytrec_eval read them back (with qrels written the
-same way) to the metrics the result JSON holds; ids with whitespace round-trip."""
+same way) to the metrics the result JSON holds; ids with whitespace round-trip. The committed result records
+(results/records): each has its gzipped run file, which ranx reads back to the record's metrics (ties are
+written strictly ranked), and carries its condition and what produced it."""
 
 from __future__ import annotations
 
@@ -59,3 +61,109 @@ def test_a_malformed_line_names_the_file_and_line(tmp_path):
     path.write_text("q1 Q0 a 1 0.5 tag\nq2 Q0 b 1\n")
     with pytest.raises(EvaluationError, match=r"bad\.run:2: a TREC run line has 6 fields, found 4"):
         Run.from_trec(path)
+
+
+# ------------------------------------------------------------------ committed result records (results/records)
+def _committed_records() -> list:
+    from toolret.stages import ROOT
+
+    folder = ROOT / "results" / "records"
+    records = sorted(p for p in folder.glob("*/*.json") if not p.name.endswith(".run_info.json"))
+    assert records, "no result records under results/records"
+    return records
+
+
+def test_a_tie_is_read_back_in_the_ranked_order_by_trec_eval(tmp_path):
+    """trec_eval sorts a tie by tool id (descending), not by rank: the record's run file makes every score
+    strictly lower than the one above it, so trec_eval reads the order that was evaluated."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    from toolret.evaluation import strictly_ranked
+
+    run = Run.from_dict({"q": {"a": 2.0, "b": 2.0, "c": 1.0}, "r": {"z": 0.5, "y": 0.5}})  # ranked a, b, c / z, y
+    text = run.to_trec(tmp_path / "plain.run").read_text()
+    qrels = {"q": {"a": 1}, "r": {"z": 1}}
+
+    def recall_at_1(trec_text: str) -> dict[str, float]:
+        path = tmp_path / "x.run"
+        path.write_text(trec_text)
+        back = Run.from_trec(path)
+        as_dict = {q: dict(zip(back[q], back.scores(q))) for q in back}
+        scored = pytrec_eval.RelevanceEvaluator(qrels, {"recall.1"}).evaluate(as_dict)
+        return {q: v["recall_1"] for q, v in scored.items()}
+
+    assert recall_at_1(text) == {"q": 0.0, "r": 1.0}  # trec_eval puts b before a (ties: id descending)
+    fixed = strictly_ranked(text)
+    assert recall_at_1(fixed) == {"q": 1.0, "r": 1.0}
+    rows = [line.split() for line in fixed.splitlines()]
+    assert [r[2] for r in rows] == ["a", "b", "c", "z", "y"] and [r[3] for r in rows] == ["1", "2", "3", "1", "2"]
+    scores = [float(r[4]) for r in rows]
+    assert scores[0] == 2.0 and 2.0 - 1e-6 < scores[1] < 2.0 and scores[2] == 1.0 and scores[3] > scores[4]
+    assert [line for line in fixed.splitlines() if " b " not in line and " y " not in line] == [
+        line for line in text.splitlines() if " b " not in line and " y " not in line]  # the others as written
+
+
+def test_the_record_run_file_is_gzip_with_the_same_bytes_every_time(tmp_path):
+    import gzip
+
+    from toolret.evaluation import gzip_deterministic
+
+    one = gzip_deterministic(b"q Q0 a 1 1 t\n", tmp_path / "one.gz").read_bytes()
+    two = gzip_deterministic(b"q Q0 a 1 1 t\n", tmp_path / "sub" / "two.gz").read_bytes()
+    assert one == two and gzip.decompress(one) == b"q Q0 a 1 1 t\n"
+
+
+def test_every_committed_record_has_a_run_file_ranx_reads_back_to_its_metrics(tmp_path):
+    """The parity test: each record's <stem>.run.trec.gz, read by ranx against the gold of its per-query file,
+    gives the record's recall@k, ndcg@k and mrr (comp@k, which ranx lacks, from the run ranx read)."""
+    import gzip
+
+    ranx = pytest.importorskip("ranx")
+    missing, bad = [], []
+    for record in _committed_records():
+        stem = record.name.removesuffix(".json")
+        run_file = record.with_name(f"{stem}.run.trec.gz")
+        if not run_file.is_file():
+            missing.append(str(record.relative_to(record.parents[2])))
+            continue
+        result = json.loads(record.read_text(encoding="utf-8"))
+        rows = [json.loads(line) for line in record.with_name(f"{stem}.per_query.jsonl").read_text(
+            encoding="utf-8").splitlines()]
+        assert len(rows) == result["n_queries"], record
+        plain = tmp_path / f"{record.parent.name}-{stem}.run"
+        plain.write_bytes(gzip.decompress(run_file.read_bytes()))
+        qrels = ranx.Qrels({r["query_id"]: {t: 1 for t in r["gold"]} for r in rows})
+        run = ranx.Run.from_file(str(plain), kind="trec")
+        names = [m for m in result["metrics"] if not m.startswith("comp@")]
+        got = ranx.evaluate(qrels, run, names, make_comparable=True)
+        # by descending score, as ranx and trec_eval rank them
+        ranked = {q: [t for t, _ in sorted(docs.items(), key=lambda kv: -kv[1])] for q, docs in run.to_dict().items()}
+        for r in rows:
+            for m in (m for m in result["metrics"] if m.startswith("comp@")):
+                k = int(m.split("@")[1])
+                got[m] = got.get(m, 0.0) + float(set(r["gold"]) <= set(ranked.get(r["query_id"], [])[:k])) / len(rows)
+        bad += [f"{record.parent.name}/{stem} {m}: ranx {got[m]!r} != record {v!r}"
+                for m, v in result["metrics"].items() if got[m] != pytest.approx(v, abs=1e-9)]
+    if missing:
+        bad.append(f"records without a run file (re-record them: toolret evaluate ... --record): {missing}")
+    assert not bad, "\n".join(bad)
+
+
+def test_every_committed_record_carries_its_condition_and_what_produced_it():
+    bad = []
+    for record in _committed_records():
+        result = json.loads(record.read_text(encoding="utf-8"))
+        condition, produced = result.get("condition") or {}, result.get("produced_by") or {}
+        if condition.get("spec") != result["method"] or len(condition.get("params_sha256", "")) != 64 \
+                or not isinstance(condition.get("models"), list) \
+                or not {"git_commit", "toolret_version", "seconds", "device"} <= set(produced):
+            bad.append(f"{record.parent.name}/{record.name}")
+    assert not bad, f"records without condition / produced_by (re-record them): {bad}"
+
+
+def test_no_committed_record_holds_a_query_text():
+    """Records name queries by id; a dataset's texts stay under ../shared (never copied into git)."""
+    from toolret.stages import ROOT
+
+    holding = [f"{p.parent.name}/{p.name}" for p in sorted((ROOT / "results" / "records").rglob("*.per_query.jsonl"))
+               if any("query" in json.loads(line) for line in p.read_text(encoding="utf-8").split("\n") if line)]
+    assert not holding, f"per-query records with query texts (re-record them): {holding}"

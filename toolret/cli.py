@@ -308,7 +308,18 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     result, rows = _evaluate(pipeline, catalog, params, method=args.method, docs=args.docs, split=args.split, ks=ks,
                              spec=spec, output=args.output)
     result["index_build_s"] = index_s
+    if args.record:  # the record's condition (spec, params hash, models) and what produced it (commit, cost)
+        from toolret.evaluation import record_fields
+
+        result.update(record_fields(args.method, spec, params, pipeline.components,
+                                    seconds=time.perf_counter() - t0))
+        # a record in git names each query by its id: the texts are the dataset's, which stays in ../shared
+        rows = [{k: v for k, v in r.items() if k != "query"} for r in rows]
     out, _ = write_result(result, rows, args.output, run_info_to=args.output if args.record else None)
+    if args.record:  # the run file committed beside the record: <stem>.run.trec.gz
+        from toolret.evaluation import commit_record_run
+
+        commit_record_run(args.output)
     print(json.dumps({"dataset": result["dataset"], "method": args.method, "docs": args.docs,
                       "n_queries": result["n_queries"],
                       "metrics": {m: round(v, 4) for m, v in result["metrics"].items()}, "output": str(out)}, indent=1))
@@ -747,8 +758,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "(default data/models/<dataset>/dense-ft, trained if absent)")
     ev.add_argument("--output", required=True)
     ev.add_argument("--record", action="store_true",
-                    help="write a result record (results/records/...): the JSON holds only what the inputs determine; "
-                    "timings, git sha and params go to the <stem>.run_info.json sidecar")
+                    help="write a result record (results/records/<dataset>/<method>.json): the result with its "
+                    "condition (spec, params sha256, models and revisions) and produced_by (git commit, toolret "
+                    "version, seconds, device), the per-query JSONL and the TREC run as <stem>.run.trec.gz; "
+                    "latency, the params dump and the params file go to the <stem>.run_info.json sidecar")
     ev.add_argument("--fail-under", action="append", metavar="METRIC=VALUE",
                     help="regression gate, e.g. recall@5=0.8 (repeatable or comma-separated): exit 3 naming "
                     "every metric below its value (the result JSON is written either way)")

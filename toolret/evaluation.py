@@ -9,6 +9,11 @@ The JSON (written by ``toolret evaluate`` and the ``evaluate`` DVC stages) holds
 ``ci95`` (bootstrap, same keys), ``latency_ms`` (p50/p95 of single-query searches) and ``provenance``.
 The per-query table goes to a JSONL beside it (query id, every metric, top-10 ranked ids, gold ids), the
 whole ranking (top ``k_max`` with scores) to a TREC run file beside it (:func:`run_path_for`).
+
+A result *record* (``toolret evaluate --record``, under ``results/records``) is the same JSON plus
+``condition`` (:func:`record_condition`: the spec, the sha256 of the params sections its components read,
+the models with their revisions) and ``produced_by`` (:func:`produced_by`: git commit, toolret version, wall
+time, device), its run file committed as ``<stem>.run.trec.gz`` (:func:`commit_record_run`).
 """
 
 from __future__ import annotations
@@ -193,6 +198,278 @@ def provenance(catalog: Catalog, params: dict[str, Any], artifacts: dict[str, st
         "dataset_source": catalog.provenance.get("source"),
         "artifact_versions": artifacts or {},
     }
+
+
+# ------------------------------------------------------------------------------------ result records
+# ``toolret evaluate --record`` writes one record per (dataset, condition) under results/records/<dataset>/:
+# <method>.json (the result as the DVC path writes it, plus ``condition`` and ``produced_by``),
+# <method>.per_query.jsonl and <method>.run.trec.gz (the TREC run, gzip with mtime 0: the same run gives the
+# same bytes). The DVC stages' results (data/runs/...) never get these fields (their md5 must not change).
+RECORD_RUN_SUFFIX = ".run.trec.gz"
+_CONTAINER_LIMIT = 64  # larger lists / dicts of a component are data (tool ids, outputs), not its settings
+
+
+def record_run_path(record_json: str | Path) -> Path:
+    """The committed TREC run file of a record: ``<stem>.run.trec.gz``."""
+    record_json = Path(record_json)
+    return record_json.with_name(record_json.name.removesuffix(".json") + RECORD_RUN_SUFFIX)
+
+
+def gzip_deterministic(data: bytes, dest: str | Path) -> Path:
+    """Atomically write ``data`` gzipped to ``dest`` with no file name and mtime 0 in the header, so that the
+    same content always gives the same bytes."""
+    import gzip
+
+    dest = Path(dest)
+    with atomic_path(dest) as tmp, open(tmp, "wb") as raw, \
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz:
+        gz.write(data)
+    return dest
+
+
+def strictly_ranked(trec_text: str) -> str:
+    """A TREC run's lines (rank order within each query, as :meth:`Run.to_trec` writes them) with every
+    score strictly below the one ranked above it *as a float32* (trec_eval compares single-precision
+    scores): a tie (or a rise) becomes the next float32 below the previous score, written as its shortest
+    repr; every other line is kept as written.
+
+    trec_eval breaks ties by tool id and ranx by an unstable sort, so a tie could be read back in another
+    order than the one evaluated; with strictly decreasing scores both read the ranked order (and so the
+    record's metrics). A tied score moves by a few float32 ulps; no rank moves."""
+    out, query, previous = [], None, np.float32(np.inf)
+    for line in trec_text.splitlines():
+        fields = line.split(" ")
+        if fields[0] != query:
+            query, previous = fields[0], np.float32(np.inf)
+        score = np.float32(float(fields[4]))
+        if not score < previous:
+            score = np.nextafter(previous, np.float32(-np.inf))
+            fields[4] = np.format_float_positional(score, unique=True, trim="-") if abs(score) >= 1e-4 \
+                else np.format_float_scientific(score, unique=True, trim="-")
+        previous = score
+        out.append(" ".join(fields) + "\n")
+    return "".join(out)
+
+
+def commit_record_run(record_json: str | Path) -> Path:
+    """Replace the plain run file the evaluation wrote beside a record (:func:`run_path_for`) by its
+    :func:`record_run_path`: :func:`strictly_ranked`, gzipped deterministically."""
+    plain = run_path_for(record_json)
+    text = strictly_ranked(plain.read_text(encoding="utf-8"))
+    out = gzip_deterministic(text.encode("utf-8"), record_run_path(record_json))
+    plain.unlink()
+    return out
+
+
+def _under(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+    except ValueError:
+        return False
+    return True
+
+
+class _ModelFinder:
+    """The models and artifacts a built pipeline reads, found by walking its components' attributes:
+    encoders (every ``DenseConfig``), LLM generators (every ``LazyCachedLLM``) and project folders / files
+    under ``data/`` (``Path`` attributes: fine-tune and COLT artifacts, committed generations)."""
+
+    def __init__(self, project_dir: Path) -> None:
+        from toolret.provenance import read_dvc_lock
+
+        self.root = project_dir.resolve()
+        self.data = self.root / "data"
+        self.lock = read_dvc_lock(self.root)
+        self.encoders: dict[str, dict[str, Any]] = {}
+        self.artifacts: dict[str, dict[str, Any]] = {}
+        self.generators: dict[str, dict[str, Any]] = {}
+        self.devices: set[str] = set()
+        self._seen: set[int] = set()
+
+    # -------------------------------------------------------------- walking
+    def walk(self, obj: Any, depth: int = 0) -> None:
+        from toolret.llm.lazy import LazyCachedLLM
+        from toolret.retrieval.dense import DenseConfig
+
+        if depth > 8 or obj is None or isinstance(obj, (str, bytes, int, float, bool)) or id(obj) in self._seen:
+            return
+        self._seen.add(id(obj))
+        if isinstance(obj, DenseConfig):
+            self.encoder(obj.model)
+            self.devices.add(str(obj.device))
+            return
+        if isinstance(obj, LazyCachedLLM):
+            self.generator(obj)
+            return
+        if isinstance(obj, Path):
+            self.artifact(obj)
+            return
+        if isinstance(obj, dict):
+            if len(obj) <= _CONTAINER_LIMIT:
+                for v in obj.values():
+                    self.walk(v, depth + 1)
+            return
+        if isinstance(obj, (list, tuple, set, frozenset)):
+            if len(obj) <= _CONTAINER_LIMIT:
+                for v in obj:
+                    self.walk(v, depth + 1)
+            return
+        if type(obj).__module__.split(".")[0] == "toolret" and hasattr(obj, "__dict__"):
+            for v in list(vars(obj).values()):
+                self.walk(v, depth + 1)
+
+    # -------------------------------------------------------------- entries
+    def portable(self, path: str | Path) -> str:
+        """``path`` project-relative (POSIX) where it is inside the project, else as given."""
+        resolved = Path(path).resolve()
+        return resolved.relative_to(self.root).as_posix() if _under(resolved, self.root) else str(path)
+
+    def _located(self, path: Path) -> dict[str, Any]:
+        """``name`` (project-relative where inside the project), ``revision`` (content sha256) and, where
+        ``dvc.lock`` records the path or a folder above it, ``dvc`` ``{path, md5}``."""
+        from toolret.provenance import dvc_out, sha256_tree
+
+        entry: dict[str, Any] = {"name": self.portable(path), "revision": f"sha256:{sha256_tree(path)}"}
+        found = dvc_out(path, self.root, self.lock)
+        if found is not None:
+            entry["dvc"] = {"path": found[0], "md5": found[1]}
+        return entry
+
+    def encoder(self, name: str) -> None:
+        from toolret.provenance import package_revision, sha256_tree
+        from toolret.retrieval.models import PACKAGED_ENCODERS, adapter_base, is_adapter, resolve_encoder
+
+        key = name if name in PACKAGED_ENCODERS else self.portable(resolve_encoder(name))
+        if key in self.encoders:
+            return
+        if name in PACKAGED_ENCODERS:
+            package = PACKAGED_ENCODERS[name][0]
+            revision = package_revision(package)
+            if revision is None:  # not installed: the folder's content (resolve_encoder names what to install)
+                revision = f"sha256:{sha256_tree(resolve_encoder(name))}"
+            self.encoders[key] = {"role": "encoder", "name": name, "revision": revision}
+            return
+        folder = resolve_encoder(name)
+        entry = {"role": "encoder", **self._located(folder)}
+        self.encoders[key] = entry
+        if is_adapter(folder):  # a LoRA adapter over a base encoder: the base is read too
+            entry["base"] = adapter_base(folder)
+            self.encoder(entry["base"])
+
+    def artifact(self, path: Path) -> None:
+        import os
+
+        path = Path(os.path.abspath(path)).resolve()  # a relative path is read from the working directory
+        if not _under(path, self.data) or _under(path, self.data / "run_info") or not path.exists():
+            return
+        entry = {"role": "artifact", **self._located(path)}
+        meta = path.with_name(path.name.removesuffix(".jsonl") + ".meta.json") if path.suffix == ".jsonl" else None
+        if meta is not None and meta.is_file():
+            llm = (json.loads(meta.read_text(encoding="utf-8")) or {}).get("llm")
+            if isinstance(llm, dict) and llm.get("model_id"):  # generations: the generator that wrote them
+                entry["generator"] = {k: llm[k] for k in ("model_id", "revision") if k in llm}
+        self.artifacts[entry["name"]] = entry
+
+    def generator(self, llm: Any) -> None:
+        entry: dict[str, Any] = {"role": "generator", "name": llm.store_model(), "engine": llm.engine_name()}
+        cached = getattr(llm, "_cached", None)  # built (it generated here): the engine's revision and device
+        if cached is not None:
+            if getattr(cached, "revision", None):
+                entry["revision"] = str(cached.revision)
+            if getattr(getattr(llm, "cfg", None), "llm_device", None):
+                self.devices.add(str(llm.cfg.llm_device))
+        self.generators.setdefault(entry["name"], entry)
+
+    def models(self) -> list[dict[str, Any]]:
+        """Encoders, generators, then artifacts (each sorted by name); an artifact holding an encoder (the
+        dense-ft folder around its model: the same path or DVC entry) is not repeated; a generator without a
+        revision of its own takes the one its read generations record."""
+        covered = {e["dvc"]["path"] for e in self.encoders.values() if "dvc" in e}
+        inside = [e["name"] for e in self.encoders.values()]
+        artifacts = [a for a in self.artifacts.values() if a.get("dvc", {}).get("path") not in covered
+                     and not any(n == a["name"] or n.startswith(a["name"] + "/") for n in inside)]
+        written = {a["generator"]["model_id"]: a["generator"].get("revision") for a in artifacts if "generator" in a}
+        for g in self.generators.values():
+            if "revision" not in g and written.get(g["name"]):
+                g["revision"] = written[g["name"]]
+        by_name = lambda e: e["name"]  # noqa: E731
+        return [*sorted(self.encoders.values(), key=by_name), *sorted(self.generators.values(), key=by_name),
+                *sorted(artifacts, key=by_name)]
+
+
+def pipeline_models(components: Sequence[Any], project_dir: str | Path | None = None
+                    ) -> tuple[list[dict[str, Any]], set[str]]:
+    """``(models, devices)`` of a built (and fitted) pipeline's components: see :class:`_ModelFinder`.
+
+    Each model is ``{role, name, revision, ...}``: ``role`` ``encoder`` (``revision`` the installed package
+    ``name==version`` for a packaged encoder, else ``sha256:`` of the folder's content; a LoRA adapter names
+    its ``base``), ``generator`` (an LLM: ``engine``, ``revision`` where known) or ``artifact`` (a project
+    file / folder under ``data/`` the pipeline reads); ``dvc`` ``{path, md5}`` where ``dvc.lock`` records it."""
+    from toolret.paths import project_dir as default_project_dir
+
+    finder = _ModelFinder(Path(project_dir) if project_dir is not None else default_project_dir())
+    for c in components:
+        finder.walk(c)
+    return finder.models(), finder.devices
+
+
+def record_condition(spec_text: str, spec: Any, params: Any, components: Sequence[Any],
+                     project_dir: str | Path | None = None) -> tuple[dict[str, Any], set[str]]:
+    """``(condition, devices)``: the pipeline spec as given, its components, the params sections they read
+    (``Component.sections``) with the sha256 of their canonical JSON (after a named pipeline's own settings),
+    and the models (:func:`pipeline_models`)."""
+    from toolret.provenance import canonical_sha256
+
+    if getattr(spec, "settings", None):
+        from toolret.config import apply_overrides
+
+        params = apply_overrides(params, dict(spec.settings))
+    dumped = params.model_dump(mode="json")
+    sections = [s for s in spec.sections() if s in dumped]
+    models, devices = pipeline_models(components, project_dir)
+    condition: dict[str, Any] = {"spec": spec_text, "components": list(spec.components), "params_sections": sections,
+                                 "params_sha256": canonical_sha256({s: dumped[s] for s in sections})}
+    if getattr(spec, "settings", None):
+        condition["settings"] = dict(spec.settings)
+    condition["models"] = models
+    return condition, devices
+
+
+def _device_label(devices: set[str]) -> str:
+    """``cpu``, ``cuda`` (with the GPU's name where torch has it) or both joined by ``+``."""
+    import sys
+
+    kinds = sorted({d.split(":")[0] for d in devices if d} or {"cpu"})
+    label = "+".join(kinds)
+    torch = sys.modules.get("torch")
+    if "cuda" in kinds and torch is not None:
+        try:
+            label += f" ({torch.cuda.get_device_name(0)})"
+        except Exception:  # noqa: BLE001 -- a label only
+            pass
+    return label
+
+
+def produced_by(seconds: float, devices: set[str], project_dir: str | Path | None = None) -> dict[str, Any]:
+    """What produced a record: ``git_commit`` (HEAD; ``git_dirty`` when tracked files had local changes),
+    ``toolret_version``, ``seconds`` (wall time, 0.1 s), ``device`` (what the models ran on) and ``cpus``."""
+    import os
+
+    from toolret import __version__
+    from toolret.paths import project_dir as default_project_dir
+    from toolret.provenance import git_state
+
+    state = git_state(project_dir if project_dir is not None else default_project_dir())
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"git_commit": state.sha or "unknown", "git_dirty": state.dirty, "toolret_version": __version__,
+            "seconds": round(float(seconds), 1), "device": _device_label(devices), "cpus": cpus}
+
+
+def record_fields(spec_text: str, spec: Any, params: Any, components: Sequence[Any], seconds: float,
+                  project_dir: str | Path | None = None) -> dict[str, Any]:
+    """``{"condition": ..., "produced_by": ...}`` of a result record (``toolret evaluate --record``)."""
+    condition, devices = record_condition(spec_text, spec, params, components, project_dir)
+    return {"condition": condition, "produced_by": produced_by(seconds, devices, project_dir)}
 
 
 GRID_TEST_METRICS = ("ndcg@5", "recall@5", "comp@5")

