@@ -353,3 +353,25 @@ def test_the_adapt_champion_is_used_where_one_exists_else_the_spec(tmp_path, cap
     assert anyio.run(gateway, pinned).choice.index == str(other)  # an explicit index wins
     flagged = config_from_flags(config_from_dict({"index": str(other), "servers": servers}), adapt=str(out))
     assert anyio.run(gateway, flagged).choice == chosen.choice  # --adapt replaces the file's index
+
+
+def test_the_heartbeat_pings_and_the_tools_are_relisted_only_when_due(tmp_path):
+    """A heartbeat is an MCP ping (cheap for a server of 46,879 tools); the tools are re-listed on a change
+    notification or every relist_s, not at each heartbeat."""
+    def run(relist_s: float) -> dict:
+        config = config_from_dict({"pipeline": "bm25", "heartbeat_s": 0.2, "relist_s": relist_s, "timeout_s": 30,
+                                   "servers": [_servers(tmp_path)[1]]})
+        gateway = Gateway(config)
+        with anyio.from_thread.start_blocking_portal() as portal, portal.wrap_async_context_manager(gateway):
+            up = gateway.upstreams["weather"]
+            _until(lambda: up.status()["pings"] >= 5, "five heartbeat pings")
+            return up.status()
+
+    quiet = run(relist_s=60)
+    assert quiet["state"] == "up" and quiet["lists"] == 1  # listed when it came up, then only pinged
+    assert run(relist_s=0.3)["lists"] >= 2  # a re-list once due
+
+
+def test_relist_s_must_not_be_negative():
+    with pytest.raises(CatalogError, match=r"relist_s >= 0"):
+        config_from_dict({"relist_s": -1, "servers": [{"name": "a", "command": "x"}]})

@@ -14,7 +14,7 @@ A YAML or JSON file (``toolret gateway --config FILE``)::
         url: http://127.0.0.1:9000/mcp                                  # streamable HTTP
 
 or flags (:func:`config_from_flags`: ``--stdio NAME=COMMAND``, ``--http NAME=URL``). Timings (seconds):
-``timeout_s`` (connect + list), ``call_timeout_s`` (one forwarded call), ``heartbeat_s`` (a re-list that
+``timeout_s`` (connect + list), ``call_timeout_s`` (one forwarded call), ``heartbeat_s`` (an MCP ping that
 also notices a dead server; 0: off), ``backoff_min_s`` / ``backoff_max_s`` (reconnection, doubling).
 Errors are :class:`CatalogError` naming the file and the key.
 
@@ -88,7 +88,8 @@ class GatewayConfig:
     params: str | None = None  # params.yaml for a spec (default: the project's)
     timeout_s: float = 30.0
     call_timeout_s: float = 300.0
-    heartbeat_s: float = 10.0
+    heartbeat_s: float = 10.0  # an MCP ping this often: a dead server is noticed (0: off)
+    relist_s: float = 300.0    # re-list every server this often besides its change notifications (0: never)
     backoff_min_s: float = 1.0
     backoff_max_s: float = 60.0
     source: str = field(default="flags", compare=False)
@@ -101,15 +102,15 @@ class GatewayConfig:
         for key in ("timeout_s", "call_timeout_s", "backoff_min_s", "backoff_max_s"):
             if not getattr(self, key) > 0:
                 raise CatalogError(f"{self.source}: {key} must be positive")
-        if self.heartbeat_s < 0 or self.backoff_max_s < self.backoff_min_s:
-            raise CatalogError(f"{self.source}: heartbeat_s >= 0 and backoff_max_s >= backoff_min_s")
+        if self.heartbeat_s < 0 or self.relist_s < 0 or self.backoff_max_s < self.backoff_min_s:
+            raise CatalogError(f"{self.source}: heartbeat_s >= 0, relist_s >= 0 and backoff_max_s >= backoff_min_s")
 
     def server(self, name: str) -> ServerConfig:
         return next(s for s in self.servers if s.name == name)
 
 
 _SERVER_KEYS = {"name", "command", "args", "env", "cwd", "url", "category"}
-_TOP_KEYS = {"servers", "pipeline", "index", "adapt", "params", "timeout_s", "call_timeout_s", "heartbeat_s",
+_TOP_KEYS = {"servers", "pipeline", "index", "adapt", "params", "timeout_s", "call_timeout_s", "heartbeat_s", "relist_s",
              "backoff_min_s", "backoff_max_s"}
 
 
@@ -142,7 +143,7 @@ def config_from_dict(data: Any, source: str = "config") -> GatewayConfig:
     if not isinstance(servers, list):
         raise CatalogError(f"{source}: servers must be a list")
     extra = {k: data[k] for k in _TOP_KEYS - {"servers"} if data.get(k) is not None}
-    for k in ("timeout_s", "call_timeout_s", "heartbeat_s", "backoff_min_s", "backoff_max_s"):
+    for k in ("timeout_s", "call_timeout_s", "heartbeat_s", "relist_s", "backoff_min_s", "backoff_max_s"):
         if k in extra:
             extra[k] = float(extra[k])
     return GatewayConfig(servers=tuple(server_from_dict(s, f"{source}: servers[{i}]") for i, s in enumerate(servers)),

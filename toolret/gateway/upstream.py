@@ -7,8 +7,10 @@
 - a ``notifications/tools/list_changed`` (any protocol version, through the client's message handler) or a
   ``subscriptions/listen`` tools event (2026-07-28 servers that announce ``tools.listChanged``) re-lists
   at once;
-- every ``heartbeat_s`` it re-lists anyway: servers that never notify are kept current, and a dead one is
-  noticed (a request on a closed connection fails at once);
+- every ``heartbeat_s`` it pings the server (MCP ``ping``; an error answer counts, as from a server that does
+  not implement it): a dead one is noticed (a request on a closed connection fails at once) without listing its tools -- a server of 46,879 tools spends seconds of CPU on
+  each ``tools/list``;
+- every ``relist_s`` it re-lists anyway: servers that never notify are kept current;
 - a forwarded call that finds the connection closed, or a listen stream that drops, ends the session.
 
 Then the server is **down** (its tools stay indexed, withheld from search by the gateway) and is reconnected
@@ -56,10 +58,16 @@ class Upstream:
         self.first_attempt = anyio.Event()  # set once the first connection succeeded or failed
         self._wake = anyio.Event()
         self._lost: str | None = None
+        self.lists = 0  # tools/list listings made (every connection's first, notifications, relist_s)
+        self.pings = 0  # heartbeat pings answered
 
     def status(self) -> dict[str, Any]:
         return {"state": self.state, "transport": self.config.transport, "since": self.since,
-                "connects": self.connects, "error": self.error}
+                "connects": self.connects, "error": self.error, "lists": self.lists, "pings": self.pings}
+
+    async def _relist(self, client: Any) -> None:
+        await self._on_tools(self.name, await list_all_tools(client))
+        self.lists += 1
 
     # ------------------------------------------------------------------ the loop
     async def run(self) -> None:
@@ -91,7 +99,7 @@ class Upstream:
         async with Client(self.config.target(), read_timeout_seconds=self.settings.timeout_s,
                           message_handler=self._on_message,
                           client_info=Implementation(name="toolret-gateway", version=__version__)) as client:
-            await self._on_tools(self.name, await list_all_tools(client))
+            await self._relist(client)
             self.client, self.connects, self.error = client, self.connects + 1, None
             self.state, self.since = "up", time.time()
             self.first_attempt.set()
@@ -106,14 +114,33 @@ class Upstream:
                     tg.cancel_scope.cancel()
 
     async def _watch(self, client: Any) -> None:
-        heartbeat = self.settings.heartbeat_s or math.inf
+        heartbeat, relist = self.settings.heartbeat_s or math.inf, self.settings.relist_s or math.inf
+        listed = time.monotonic()
         while True:
-            with anyio.move_on_after(heartbeat):
+            with anyio.move_on_after(min(heartbeat, max(relist - (time.monotonic() - listed), 0))):
                 await self._wake.wait()
-            self._wake = anyio.Event()
+            notified, self._wake = self._wake.is_set(), anyio.Event()
             if self._lost is not None:
                 raise ServerDown(self._lost)
-            await self._on_tools(self.name, await list_all_tools(client))
+            if notified or time.monotonic() - listed >= relist:
+                await self._relist(client)
+                listed = time.monotonic()
+            else:
+                await self._ping(client)
+
+    async def _ping(self, client: Any) -> None:
+        """A heartbeat: any answer (a server without ``ping`` answers "method not found") shows it alive; a
+        closed connection, or no answer within ``timeout_s``, raises (the server is down)."""
+        from mcp import MCPError
+        from mcp_types.jsonrpc import REQUEST_TIMEOUT
+
+        try:
+            await client.send_ping()
+        except MCPError as e:
+            if e.code == REQUEST_TIMEOUT:  # no answer within timeout_s: a hung server is down
+                raise ServerDown(f"no answer to a ping within {self.settings.timeout_s} s") from None
+            # any other error is an answer: the server is there
+        self.pings += 1
 
     async def _listen(self, client: Any) -> None:
         from mcp.client.subscriptions import SubscriptionLost
@@ -124,7 +151,7 @@ class Upstream:
                     self._wake.set()
         except SubscriptionLost:
             self.lose("the change subscription dropped")
-        except Exception as e:  # noqa: BLE001 - no listen support after all: the heartbeat re-lists
+        except Exception as e:  # noqa: BLE001 - no listen support after all: relist_s re-lists
             log.info("gateway: server %r: no change subscription (%s)", self.name, describe(e))
 
     async def _on_message(self, message: Any) -> None:
