@@ -25,6 +25,7 @@ def main() -> None:
     rows = [json.loads(line) for line in Path(args.tools).read_text(encoding="utf-8").split("\n") if line.strip()]
     tools = [types.Tool(name=r["name"], description=r["description"], input_schema=r["inputSchema"]) for r in rows]
     names = {t.name for t in tools}
+    schemas = {r["name"]: r["inputSchema"] for r in rows}
 
     async def list_tools(ctx, params) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
@@ -36,7 +37,10 @@ def main() -> None:
         text = json.dumps({"tool": params.name, "arguments": params.arguments or {}})
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
-    server = Server("catalog-bench", on_list_tools=list_tools, on_call_tool=call_tool)
+    # get_tool_input_schema: the SDK's HTTP transport checks a call's Mcp-Param headers against the tool's schema,
+    # and without this lookup it runs the whole tools/list for each call (seconds for 46,879 tools)
+    server = Server("catalog-bench", on_list_tools=list_tools, on_call_tool=call_tool,
+                    get_tool_input_schema=schemas.get)
     if args.port:
         import uvicorn
 

@@ -7,8 +7,8 @@
 - a ``notifications/tools/list_changed`` (any protocol version, through the client's message handler) or a
   ``subscriptions/listen`` tools event (2026-07-28 servers that announce ``tools.listChanged``) re-lists
   at once;
-- every ``heartbeat_s`` it pings the server (MCP ``ping``; an error answer counts, as from a server that does
-  not implement it): a dead one is noticed (a request on a closed connection fails at once) without listing its tools -- a server of 46,879 tools spends seconds of CPU on
+- every ``heartbeat_s`` it pings the server (MCP ``ping``; ``server/discover`` on 2026-07-28 connections, which
+  removed ping; an error answer counts, as from a server that does not implement it): a dead one is noticed (a request on a closed connection fails at once) without listing its tools -- a server of 46,879 tools spends seconds of CPU on
   each ``tools/list``;
 - every ``relist_s`` it re-lists anyway: servers that never notify are kept current;
 - a forwarded call that finds the connection closed, or a listen stream that drops, ends the session.
@@ -129,13 +129,18 @@ class Upstream:
                 await self._ping(client)
 
     async def _ping(self, client: Any) -> None:
-        """A heartbeat: any answer (a server without ``ping`` answers "method not found") shows it alive; a
+        """A heartbeat (``ping``, or ``server/discover`` where the protocol removed ping): any answer (a server
+        without the method answers "method not found") shows it alive; a
         closed connection, or no answer within ``timeout_s``, raises (the server is down)."""
         from mcp import MCPError
         from mcp_types.jsonrpc import REQUEST_TIMEOUT
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
         try:
-            await client.send_ping()
+            if client.protocol_version in MODERN_PROTOCOL_VERSIONS:  # 2026-07-28 removed ping: a discover probe
+                await client.session.send_discover(client.protocol_version)
+            else:
+                await client.send_ping()
         except MCPError as e:
             if e.code == REQUEST_TIMEOUT:  # no answer within timeout_s: a hung server is down
                 raise ServerDown(f"no answer to a ping within {self.settings.timeout_s} s") from None
