@@ -375,3 +375,26 @@ def test_the_heartbeat_pings_and_the_tools_are_relisted_only_when_due(tmp_path):
 def test_relist_s_must_not_be_negative():
     with pytest.raises(CatalogError, match=r"relist_s >= 0"):
         config_from_dict({"relist_s": -1, "servers": [{"name": "a", "command": "x"}]})
+
+
+def test_concurrent_searches_are_answered_together_as_each_alone(gw):
+    """Searches that arrive while one runs share one pipeline search, and each gets what it gets alone."""
+    queries = ["forecast for a city", "echo a text", "read a file", "convert money", "rain tomorrow",
+               "list files", "currency rate", "weather"]
+    alone = [gw.search(q, k=3, session="batch-test") for q in queries]
+    before = len(gw.gateway._batches.sizes)
+
+    async def together():
+        answers = [None] * len(queries)
+
+        async def one(i):
+            answers[i] = await gw.gateway.search(queries[i], k=3, session="batch-test")
+
+        async with anyio.create_task_group() as tg:
+            for i in range(len(queries)):
+                tg.start_soon(one, i)
+        return answers
+
+    answers = gw.call(together)
+    assert max(gw.gateway._batches.sizes[before:]) >= 2  # at least one batch held several searches
+    assert [a["hits"] for a in answers] == [a["hits"] for a in alone]

@@ -25,7 +25,6 @@ spec (default ``hybrid``).
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import time
@@ -38,7 +37,7 @@ import anyio
 
 from toolret.gateway.config import NAME_RE, GatewayConfig
 from toolret.gateway.receipts import ReceiptLog
-from toolret.gateway.tool_index import GatewayIndex
+from toolret.gateway.tool_index import GatewayIndex, SearchRequest
 from toolret.gateway.upstream import Upstream
 from toolret.errors import ServerDown
 from toolret.errors import GatewayError
@@ -127,6 +126,47 @@ def _choose(config: GatewayConfig) -> PipelineChoice:
                           why + (f" (no adapt champion for {config.adapt}: {missed})" if missed else ""))
 
 
+class SearchBatches:
+    """Concurrent searches answered together: a search that arrives while another batch runs joins the batch
+    that is open; the open batch's first search waits for the running one, closes it and runs it in a worker
+    thread (:meth:`GatewayIndex.search_many`: one pipeline search for all). Alone, a search runs at once."""
+
+    class _Batch:
+        def __init__(self) -> None:
+            self.requests: list[SearchRequest] = []
+            self.done = anyio.Event()
+            self.answers: list[Any] | None = None
+            self.error: BaseException | None = None
+
+    def __init__(self, index: GatewayIndex) -> None:
+        self.index = index
+        self._open: SearchBatches._Batch | None = None
+        self._running = anyio.Lock()
+        self.sizes: list[int] = []  # each batch's size (for tests and the status)
+
+    async def search(self, request: SearchRequest) -> Any:
+        batch, leader = self._open, self._open is None
+        if leader:
+            batch = self._open = SearchBatches._Batch()
+        slot = len(batch.requests)
+        batch.requests.append(request)
+        if leader:
+            async with self._running:
+                self._open = None  # later searches open the next batch
+                self.sizes.append(len(batch.requests))
+                try:
+                    batch.answers = await anyio.to_thread.run_sync(self.index.search_many, batch.requests)
+                except Exception as e:  # noqa: BLE001 - every search of the batch gets it
+                    batch.error = e
+                finally:
+                    batch.done.set()
+        else:
+            await batch.done.wait()
+        if batch.error is not None:
+            raise batch.error
+        return batch.answers[slot]
+
+
 class Gateway:
     """See the module docstring. ``receipts``: a log path, a :class:`ReceiptLog`, or ``None`` (off)."""
 
@@ -138,6 +178,7 @@ class Gateway:
         self.upstreams = {s.name: Upstream(s, config, self._on_tools) for s in config.servers}
         self.receipts = ReceiptLog(receipts) if isinstance(receipts, (str, Path)) else receipts
         self._shown: dict[str, set[str]] = defaultdict(set)
+        self._batches = SearchBatches(self.index)
         self._tg: Any = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -197,9 +238,8 @@ class Gateway:
                 raise GatewayError(f"category: {category!r} is not one of {known}")
         start = time.perf_counter()
         down = self.down()
-        hits, withheld = await anyio.to_thread.run_sync(functools.partial(
-            self.index.search, query, k, min_score=min_score, server=server, category=category,
-            down=frozenset(down)))
+        hits, withheld = await self._batches.search(
+            SearchRequest(query, k, min_score, server, category, frozenset(down)))
         latency = round((time.perf_counter() - start) * 1000, 2)
         self._shown[session].update(h["tool_id"] for h in hits)
         if self.receipts is not None:
@@ -245,4 +285,4 @@ class Gateway:
             self.receipts.write(event, **fields, **more, latency_ms=round((time.perf_counter() - start) * 1000, 2))
 
 
-__all__ = ["Gateway", "GatewayError", "PipelineChoice", "choose_pipeline", "find_champion"]
+__all__ = ["Gateway", "GatewayError", "PipelineChoice", "SearchBatches", "choose_pipeline", "find_champion"]

@@ -21,6 +21,8 @@
   (case-insensitive), like ``server`` one server's.
 
 Searches and re-indexing run in worker threads, one at a time (a lock): a search never sees a half-built index.
+:meth:`GatewayIndex.search_many` answers several searches with one pipeline search (the gateway batches the
+searches that arrive while one runs, as ``toolret serve`` does).
 """
 
 from __future__ import annotations
@@ -41,6 +43,27 @@ from toolret.gateway.config import SEPARATOR
 
 log = logging.getLogger("toolret.gateway")
 SELECT = "select:"
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """One ``search_tools`` call: the query, ``k``, ``min_score``, the ``server`` / ``category`` it keeps to and
+    the servers ``down`` at the time (their tools withheld)."""
+
+    query: str
+    k: int = 5
+    min_score: float | None = None
+    server: str | None = None
+    category: str | None = None
+    down: frozenset[str] = frozenset()
+
+    def in_scope(self, server: str, category: str | None) -> bool:
+        """Whether a (server, lower-cased category) group is one the request asks for."""
+        wanted = self.category.strip().lower() if isinstance(self.category, str) else None
+        return self.server in (None, server) and (wanted is None or category == wanted)
+
+    def eligible(self, t: GatewayTool) -> bool:
+        return t.server not in self.down and self.in_scope(t.server, t.category.lower() if t.category else None)
 
 
 @dataclass(frozen=True)
@@ -248,34 +271,45 @@ class GatewayIndex:
         and of ``category`` only, where given), each ``{tool_id, name, server, tool, category, description,
         score, input_schema?, match?}``; ``withheld``: how many tools of down servers the answer could not
         hold."""
-        wanted = category.strip().lower() if isinstance(category, str) else None
+        return self.search_many([SearchRequest(query, k, min_score, server, category, frozenset(down))])[0]
 
-        def in_scope(s: str, c: str | None) -> bool:  # a (server, lower-cased category) the query asks for
-            return server in (None, s) and (wanted is None or c == wanted)
-
+    def search_many(self, requests: list[SearchRequest]) -> list[tuple[list[dict[str, Any]], int]]:
+        """:meth:`search` of each request, the pipeline run once for all of them (one batch of queries, as deep
+        as the deepest request needs): what concurrent searches cost together."""
         with self._lock:
-            def eligible(t: GatewayTool) -> bool:
-                return t.server not in down and in_scope(t.server, t.category.lower() if t.category else None)
+            plans = [self._plan(r) for r in requests]
+            ranked = [i for i, (_, select, _, depth) in enumerate(plans) if not select and depth]
+            scores: dict[int, dict[str, float | None]] = {i: {} for i in range(len(requests))}
+            if ranked and self._pipeline is not None:
+                depth = max(plans[i][3] for i in ranked)
+                ranking = self._pipeline.search([requests[i].query for i in ranked], depth)
+                for row, i in enumerate(ranked):
+                    mine = scores[i]
+                    for j, s in zip(ranking.indices[row][:plans[i][3]], ranking.scores[row][:plans[i][3]]):
+                        if j >= 0 and ranking.tool_ids[j] in self._tools:
+                            mine.setdefault(ranking.tool_ids[j], float(s) if math.isfinite(s) else None)
+            return [self._answer(r, plan, scores[i]) for i, (r, plan) in enumerate(zip(requests, plans))]
 
-            withheld = sum(n for (s, c), n in self._per_group.items() if s in down and in_scope(s, c))
-            named, select = self._named(query)
-            scores: dict[str, float | None] = {}
-            if not select and self._tools and self._pipeline is not None:
-                hidden = sum(n for (s, c), n in self._per_group.items() if s in down or not in_scope(s, c))
-                ranking = self._pipeline.search([query], min(len(self._tools), k + hidden))
-                for i, s in zip(ranking.indices[0], ranking.scores[0]):
-                    if i >= 0 and ranking.tool_ids[i] in self._tools:
-                        scores.setdefault(ranking.tool_ids[i], float(s) if math.isfinite(s) else None)
-            hits = [{**self._hit(t, scores.get(t.id)), "match": "exact"} for t in named if eligible(t)]
-            shown = {h["tool_id"] for h in hits}
-            for tool_id, score in scores.items():
-                t = self._tools[tool_id]
-                if tool_id in shown or not eligible(t):
-                    continue
-                if min_score is not None and (score is None or score < min_score):
-                    continue
-                hits.append(self._hit(t, score))
-            return hits[:k], withheld
+    def _plan(self, r: SearchRequest) -> tuple[list[GatewayTool], bool, int, int]:
+        """``(named tools, select, withheld, search depth)`` of a request (depth 0: no pipeline search)."""
+        named, select = self._named(r.query)
+        withheld = sum(n for (s, c), n in self._per_group.items() if s in r.down and r.in_scope(s, c))
+        hidden = sum(n for (s, c), n in self._per_group.items() if s in r.down or not r.in_scope(s, c))
+        depth = min(len(self._tools), r.k + hidden) if self._tools and not select else 0
+        return named, select, withheld, depth
+
+    def _answer(self, r: SearchRequest, plan, scores: dict[str, float | None]) -> tuple[list[dict[str, Any]], int]:
+        named, _, withheld, _ = plan
+        hits = [{**self._hit(t, scores.get(t.id)), "match": "exact"} for t in named if r.eligible(t)]
+        shown = {h["tool_id"] for h in hits}
+        for tool_id, score in scores.items():
+            t = self._tools[tool_id]
+            if tool_id in shown or not r.eligible(t):
+                continue
+            if r.min_score is not None and (score is None or score < r.min_score):
+                continue
+            hits.append(self._hit(t, score))
+        return hits[:r.k], withheld
 
     @staticmethod
     def _hit(t: GatewayTool, score: float | None) -> dict[str, Any]:
@@ -287,4 +321,4 @@ class GatewayIndex:
         return hit
 
 
-__all__ = ["Diff", "GatewayIndex", "GatewayTool", "gateway_tool", "tool_category"]
+__all__ = ["Diff", "GatewayIndex", "GatewayTool", "SearchRequest", "gateway_tool", "tool_category"]
