@@ -459,7 +459,8 @@ def produced_by(seconds: float, devices: set[str], project_dir: str | Path | Non
     from toolret.paths import project_dir as default_project_dir
     from toolret.provenance import git_state
 
-    state = git_state(project_dir if project_dir is not None else default_project_dir())
+    # the records under results/ a re-recording run has already rewritten are its outputs, not changed inputs
+    state = git_state(project_dir if project_dir is not None else default_project_dir(), ignore=("results/",))
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {"git_commit": state.sha or "unknown", "git_dirty": state.dirty, "toolret_version": __version__,
             "seconds": round(float(seconds), 1), "device": _device_label(devices), "cpus": cpus}

@@ -27,8 +27,9 @@ class GitState:
         return f"{self.sha}-dirty" if self.dirty else self.sha
 
 
-def git_state(project_dir: str | Path = ".") -> GitState:
-    """Return the HEAD commit of ``project_dir`` and whether tracked files have local changes.
+def git_state(project_dir: str | Path = ".", ignore: tuple[str, ...] = ()) -> GitState:
+    """Return the HEAD commit of ``project_dir`` and whether tracked files have local changes (``ignore``:
+    path prefixes whose changes do not count, e.g. the records a re-recording run writes).
 
     Example:
         >>> git_state("/nonexistent").label
@@ -46,8 +47,10 @@ def git_state(project_dir: str | Path = ".") -> GitState:
     sha = _git("rev-parse", "HEAD")
     if not sha:
         return GitState(None, False)
-    status = _git("status", "--porcelain", "--untracked-files=no")
-    return GitState(sha, bool(status))
+    status = _git("status", "--porcelain", "--untracked-files=no") or ""
+    # "XY path" lines (the first one's leading blank is lost to the output's strip)
+    changed = [line[2:].strip().split(" -> ")[-1] for line in status.splitlines() if line.strip()]
+    return GitState(sha, any(not path.startswith(ignore) for path in changed) if ignore else bool(changed))
 
 
 def sha256_file(path: str | Path) -> str:
