@@ -261,14 +261,6 @@ def commit_record_run(record_json: str | Path) -> Path:
     return out
 
 
-def _under(path: Path, root: Path) -> bool:
-    try:
-        path.relative_to(root)
-    except ValueError:
-        return False
-    return True
-
-
 class _ModelFinder:
     """The models and artifacts a built pipeline reads, found by walking its components' attributes:
     encoders (every ``DenseConfig``), LLM generators (every ``LazyCachedLLM``) and project folders / files
@@ -322,7 +314,7 @@ class _ModelFinder:
     def portable(self, path: str | Path) -> str:
         """``path`` project-relative (POSIX) where it is inside the project, else as given."""
         resolved = Path(path).resolve()
-        return resolved.relative_to(self.root).as_posix() if _under(resolved, self.root) else str(path)
+        return resolved.relative_to(self.root).as_posix() if resolved.is_relative_to(self.root) else str(path)
 
     def _located(self, path: Path) -> dict[str, Any]:
         """``name`` (project-relative where inside the project), ``revision`` (content sha256) and, where
@@ -360,7 +352,7 @@ class _ModelFinder:
         import os
 
         path = Path(os.path.abspath(path)).resolve()  # a relative path is read from the working directory
-        if not _under(path, self.data) or _under(path, self.data / "run_info") or not path.exists():
+        if not path.is_relative_to(self.data) or path.is_relative_to(self.data / "run_info") or not path.exists():
             return
         entry = {"role": "artifact", **self._located(path)}
         meta = path.with_name(path.name.removesuffix(".jsonl") + ".meta.json") if path.suffix == ".jsonl" else None
