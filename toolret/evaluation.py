@@ -262,9 +262,12 @@ def commit_record_run(record_json: str | Path) -> Path:
 
 
 class _ModelFinder:
-    """The models and artifacts a built pipeline reads, found by walking its components' attributes:
-    encoders (every ``DenseConfig``), LLM generators (every ``LazyCachedLLM``) and project folders / files
-    under ``data/`` (``Path`` attributes: fine-tune and COLT artifacts, committed generations)."""
+    """The models and artifacts a built pipeline reads, found by walking its components' attributes: what an
+    attribute's ``record_models()`` names (``{role: encoder | generator, name, ...}``: an encoder's settings
+    name the encoder with its ``package`` or ``folder`` and a LoRA adapter's ``base``; an LLM names its
+    generator, ``engine`` and, once built, ``revision``; either may give the ``device`` it runs on) and
+    project folders / files under ``data/`` (``Path`` attributes: fine-tune and COLT artifacts, committed
+    generations). No component is imported here: components name their own models."""
 
     def __init__(self, project_dir: Path) -> None:
         from toolret.provenance import read_dvc_lock
@@ -280,18 +283,13 @@ class _ModelFinder:
 
     # -------------------------------------------------------------- walking
     def walk(self, obj: Any, depth: int = 0) -> None:
-        from toolret.llm.lazy import LazyCachedLLM
-        from toolret.retrieval.dense import DenseConfig
-
         if depth > 8 or obj is None or isinstance(obj, (str, bytes, int, float, bool)) or id(obj) in self._seen:
             return
         self._seen.add(id(obj))
-        if isinstance(obj, DenseConfig):
-            self.encoder(obj.model)
-            self.devices.add(str(obj.device))
-            return
-        if isinstance(obj, LazyCachedLLM):
-            self.generator(obj)
+        named = getattr(obj, "record_models", None)
+        if callable(named) and not isinstance(obj, type):  # a component's settings naming what they read
+            for ref in named():
+                self.add(dict(ref))
             return
         if isinstance(obj, Path):
             self.artifact(obj)
@@ -327,26 +325,32 @@ class _ModelFinder:
             entry["dvc"] = {"path": found[0], "md5": found[1]}
         return entry
 
-    def encoder(self, name: str) -> None:
-        from toolret.provenance import package_revision, sha256_tree
-        from toolret.retrieval.models import PACKAGED_ENCODERS, adapter_base, is_adapter, resolve_encoder
+    def add(self, ref: dict[str, Any]) -> None:
+        """One model an object's ``record_models()`` names (the ``device`` it runs on goes to the devices)."""
+        device = ref.pop("device", None)
+        if device:
+            self.devices.add(str(device))
+        if ref.get("role") == "encoder":
+            self.encoder(ref)
+        elif ref.get("role") == "generator":
+            self.generators.setdefault(ref["name"], ref)
+        else:
+            raise ValueError(f"record_models(): unknown model role in {ref!r} (encoder or generator)")
 
-        key = name if name in PACKAGED_ENCODERS else self.portable(resolve_encoder(name))
-        if key in self.encoders:
+    def encoder(self, ref: dict[str, Any]) -> None:
+        from toolret.provenance import package_revision, sha256_tree
+
+        package, folder = ref.pop("package", None), Path(ref.pop("folder"))
+        if package is not None:  # a packaged encoder: the installed package's name==version
+            revision = package_revision(package) or f"sha256:{sha256_tree(folder)}"
+            self.encoders.setdefault(ref["name"], {"role": "encoder", "name": ref["name"], "revision": revision})
             return
-        if name in PACKAGED_ENCODERS:
-            package = PACKAGED_ENCODERS[name][0]
-            revision = package_revision(package)
-            if revision is None:  # not installed: the folder's content (resolve_encoder names what to install)
-                revision = f"sha256:{sha256_tree(resolve_encoder(name))}"
-            self.encoders[key] = {"role": "encoder", "name": name, "revision": revision}
-            return
-        folder = resolve_encoder(name)
-        entry = {"role": "encoder", **self._located(folder)}
-        self.encoders[key] = entry
-        if is_adapter(folder):  # a LoRA adapter over a base encoder: the base is read too
-            entry["base"] = adapter_base(folder)
-            self.encoder(entry["base"])
+        key = self.portable(folder)
+        if key not in self.encoders:
+            entry = {"role": "encoder", **self._located(folder)}
+            if ref.get("base"):  # a LoRA adapter over a base encoder (named by its own ref)
+                entry["base"] = ref["base"]
+            self.encoders[key] = entry
 
     def artifact(self, path: Path) -> None:
         import os
@@ -361,16 +365,6 @@ class _ModelFinder:
             if isinstance(llm, dict) and llm.get("model_id"):  # generations: the generator that wrote them
                 entry["generator"] = {k: llm[k] for k in ("model_id", "revision") if k in llm}
         self.artifacts[entry["name"]] = entry
-
-    def generator(self, llm: Any) -> None:
-        entry: dict[str, Any] = {"role": "generator", "name": llm.store_model(), "engine": llm.engine_name()}
-        cached = getattr(llm, "_cached", None)  # built (it generated here): the engine's revision and device
-        if cached is not None:
-            if getattr(cached, "revision", None):
-                entry["revision"] = str(cached.revision)
-            if getattr(getattr(llm, "cfg", None), "llm_device", None):
-                self.devices.add(str(llm.cfg.llm_device))
-        self.generators.setdefault(entry["name"], entry)
 
     def models(self) -> list[dict[str, Any]]:
         """Encoders, generators, then artifacts (each sorted by name); an artifact holding an encoder (the

@@ -52,6 +52,16 @@ class LazyCachedLLM:
         """The engine :meth:`build` uses (it names the shards this LLM may answer from)."""
         return "transformers"
 
+    def record_models(self) -> list[dict]:
+        """The generator a result record names: its ``engine`` and, once built here, ``revision`` and device."""
+        entry: dict = {"role": "generator", "name": self.store_model(), "engine": self.engine_name()}
+        if self._cached is not None:
+            if getattr(self._cached, "revision", None):
+                entry["revision"] = str(self._cached.revision)
+            if getattr(self.cfg, "llm_device", None):
+                entry["device"] = str(self.cfg.llm_device)
+        return [entry]
+
     def store_model(self) -> str:
         """The generator's name in the committed shards."""
         return self.cfg.llm_model

@@ -32,6 +32,14 @@ class DenseConfig(StrictModel):
     hnsw_m: int = 32
     hnsw_ef_search: int = 128
 
+    def record_models(self) -> list[dict]:
+        """The encoder a result record names (with the device it runs on)."""
+        from toolret.retrieval.models import encoder_refs
+
+        refs = encoder_refs(self.model)
+        refs[0]["device"] = self.device
+        return refs
+
     def store(self):
         """The persistent :class:`EmbeddingStore` of this encoder (``None`` when switched off)."""
         if self.embedding_cache == "off":

@@ -42,6 +42,19 @@ def resolve_encoder(name_or_path: str) -> Path:
     return path
 
 
+def encoder_refs(name_or_path: str) -> list[dict]:
+    """The encoders a result record names for ``name_or_path``: the encoder (``package`` for a packaged one,
+    else its ``folder``; an adapter names its ``base``) then, for an adapter, its base's (see
+    :func:`toolret.evaluation.pipeline_models`)."""
+    folder = resolve_encoder(name_or_path)
+    if name_or_path in PACKAGED_ENCODERS:
+        return [{"role": "encoder", "name": name_or_path, "package": PACKAGED_ENCODERS[name_or_path][0], "folder": folder}]
+    if not is_adapter(folder):
+        return [{"role": "encoder", "name": name_or_path, "folder": folder}]
+    base = adapter_base(folder)
+    return [{"role": "encoder", "name": name_or_path, "folder": folder, "base": base}, *encoder_refs(base)]
+
+
 ADAPTER_CONFIG = "adapter_config.json"
 
 
