@@ -1,4 +1,5 @@
-"""One grid-report toolkit (toolret.grid_report) for every method's report; the papers' numbers in params.yaml."""
+"""One grid-report toolkit (toolret.grid_report) for every method's report; the papers' numbers in the methods'
+reproduction matrix files (results/matrix/<method>.yaml: papers)."""
 
 from __future__ import annotations
 
@@ -46,16 +47,32 @@ def test_reading_a_grid(tmp_path: Path) -> None:
     assert per_query(run, "dense") == {"q1": {"query_id": "q1", "recall@5": 1.0}} and per_query(run, "x") == {}
 
 
-def test_paper_numbers_live_in_params_yaml() -> None:
-    """Every paper number a report shows comes from `params.yaml: paper`, none from method code."""
+def test_paper_numbers_live_in_the_matrix_files() -> None:
+    """Every paper number a report shows comes from its method's matrix file (`papers`), none from method code
+    or params.yaml (which has no `paper` section any more: an unknown key there is an error)."""
+    import pytest
+
     params = load_params(ROOT / "params.yaml")
-    reinvoke = paper_numbers(params, "reinvoke")
+    reinvoke = paper_numbers("reinvoke", ROOT)
     assert reinvoke["multi-tool"]["qgen_intent.ndcg@5"] == 0.7231 and reinvoke["I1"]["label"] == "ToolBench I1"
-    assert paper_numbers(params, "toolrerank")["I1-Cat"]["hier_multi.recall@5"] == 76.6
-    assert paper_numbers(params, "qta")["mtrb-restbench"]["dense.comp@5"] == 0.1556
+    assert paper_numbers("toolrerank", ROOT)["I1-Cat"]["hier_multi.recall@5"] == 76.6
+    assert paper_numbers("qta", ROOT)["mtrb-restbench"]["dense.comp@5"] == 0.1556
     assert set(params.reinvoke.paper_columns.values()) <= set(reinvoke)
-    assert set(params.toolrerank.paper_columns.values()) <= set(paper_numbers(params, "toolrerank"))
-    assert paper_numbers(params, "nobody") == {}
+    assert set(params.toolrerank.paper_columns.values()) <= set(paper_numbers("toolrerank", ROOT))
+    assert paper_numbers("nobody", ROOT) == {}
+    with pytest.raises(Exception, match="paper"):
+        validate_params({"paper": {"qta": {}}})
+
+
+def test_a_malformed_papers_table_names_the_file_and_column(tmp_path: Path) -> None:
+    import pytest
+
+    from toolret.errors import ConfigError
+
+    (tmp_path / "results" / "matrix").mkdir(parents=True)
+    (tmp_path / "results" / "matrix" / "colt.yaml").write_text("papers:\n  toollens: 0.9\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"colt\.yaml: papers\.toollens"):
+        paper_numbers("colt", tmp_path)
     for path in REPORTS:  # no hard-coded paper tables, no private copies of the toolkit
         tree = ast.parse(path.read_text(encoding="utf-8"))
         names = {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
@@ -65,7 +82,7 @@ def test_paper_numbers_live_in_params_yaml() -> None:
         assert "toolret.grid_report" in path.read_text(encoding="utf-8"), path
 
 
-def test_colt_report_through_the_helper(tmp_path: Path) -> None:
+def test_colt_report_through_the_helper(tmp_path: Path, monkeypatch) -> None:
     from toolret.methods.colt.report import write_report
     from toolret.registry import load_plugins, report_hook
 
@@ -73,7 +90,11 @@ def test_colt_report_through_the_helper(tmp_path: Path) -> None:
     assert report_hook("colt") is write_report
     _grid(tmp_path / "runs" / "toollens" / "colt-ablations",
           {"dense_ft": _row(0.4), "colt": _row(0.5, "dense_ft", 0.0002), "tool_view": _row(0.45, "colt", 0.03)})
-    params = validate_params({"paper": {"colt": {"toollens": {"colt.recall@3": 0.6, "colt.comp@3": 0.3}}}})
+    (tmp_path / "results" / "matrix").mkdir(parents=True)
+    (tmp_path / "results" / "matrix" / "colt.yaml").write_text(
+        'papers:\n  toollens: {colt.recall@3: 0.6, colt.comp@3: 0.3}\n', encoding="utf-8")
+    monkeypatch.setenv("TOOLRET_PROJECT_DIR", str(tmp_path))
+    params = validate_params({})
     out = write_report(tmp_path / "runs", ["toollens", "absent"], tmp_path / "colt.md", params=params)
     text = out.read_text(encoding="utf-8")
     assert "### toollens" in text and "absent" not in text.split("## All numbers")[0]

@@ -167,9 +167,6 @@ class CoreParams(StrictModel):
     # itself, or for a test-only benchmark its training catalogue (a ToolBench group -> toolbench-synthetic);
     # unlisted: the dataset itself. Every entry gets the index_ft / evaluate_ft stages (dense-ft of the value).
     trained_on: dict[str, str] = Field(default_factory=dict)
-    # the papers' numbers the reports show beside ours (toolret.grid_report): method -> paper column ->
-    # {"<row>.<metric>": value} (or a label); a section of its own, so no stage depends on it
-    paper: dict[str, dict[str, dict[str, float | str]]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _selection_sources_are_built(self):

@@ -4,9 +4,10 @@ A method's report reads the ``summary.json`` that ``toolret evaluate-grid`` wrot
 variant: metrics, 95% CIs, the paired test against the row's baseline) and, where it needs them, the rows'
 per-query tables; it formats cells and p-values the same way, puts the paper's numbers beside ours and
 writes the file through :func:`toolret.report_file.write_report_file` (tables, a JSON block of every number
-shown, the hand-written tail kept). The paper's numbers live in ``params.yaml: paper: <method>:
-<column>: {"<row>.<metric>": value, ...}`` (read by reports only, so no DVC stage depends on them); which
-column a dataset is compared with is the method's own setting (e.g. ``reinvoke.paper_columns``).
+shown, the hand-written tail kept). The paper's numbers live in the method's reproduction matrix file,
+``results/matrix/<method>.yaml: papers: <column>: {"<row>.<metric>": value, ...}`` (read by reports only,
+so no DVC stage depends on them); which column a dataset is compared with is the method's own setting
+(e.g. ``reinvoke.paper_columns``).
 """
 
 from __future__ import annotations
@@ -97,10 +98,29 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float 
     return mean, mean - half, mean + half
 
 
-def paper_numbers(params, method: str) -> dict[str, dict[str, Any]]:
-    """``column -> {"<row>.<metric>": value, ...}``: the paper's numbers of ``method`` (``params.paper``)."""
-    return {col: dict(v) for col, v in (params.paper.get(method) or {}).items()}
+PAPERS_KEY = "papers"
 
 
-__all__ = ["SUMMARY", "ci_cell", "format_p", "mean_ci", "paired", "paper_numbers", "p_value", "per_query",
+def paper_numbers(method: str, root: str | Path | None = None) -> dict[str, dict[str, Any]]:
+    """``column -> {"<row>.<metric>": value, ...}``: the paper's numbers of ``method``, the ``papers`` table of
+    ``<root>/results/matrix/<method>.yaml`` (``root``: the project folder); none (``{}``) without the file or
+    table. A table that is not column -> mapping is an error naming the file and column."""
+    import yaml
+
+    from toolret.errors import ConfigError
+    from toolret.paths import project_dir
+
+    path = Path(root if root is not None else project_dir()) / "results" / "matrix" / f"{method}.yaml"
+    if not path.is_file():
+        return {}
+    table = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get(PAPERS_KEY) or {}
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: `{PAPERS_KEY}` must map paper columns to {{\"<row>.<metric>\": value}}")
+    for col, numbers in table.items():
+        if not isinstance(numbers, dict):
+            raise ConfigError(f"{path}: {PAPERS_KEY}.{col} must map \"<row>.<metric>\" to a value")
+    return {str(col): dict(v) for col, v in table.items()}
+
+
+__all__ = ["PAPERS_KEY", "SUMMARY", "ci_cell", "format_p", "mean_ci", "paired", "paper_numbers", "p_value", "per_query",
            "read_json", "read_variants", "write_report_file"]

@@ -15,6 +15,8 @@ One declarative file per method, ``results/matrix/<method>.yaml``::
         paper: 0.950                          # optional: the paper's number for the same cell
         command: make paper                   # what rebuilds the record
         headline: true                        # shown in the README's headline table
+    papers:                                   # the paper's tables its report shows (toolret.grid_report)
+      I1-Inst: {toolrerank.recall@5: 95.0}
 
 A node holds its number as ``metrics[metric]`` (evaluation results), ``value`` or ``mean``; its 95% CI as
 ``ci95[metric]`` or ``ci95``. :func:`check` compares every cell with its record (``toolret reproduce
@@ -93,8 +95,9 @@ def load_matrix(folder: str | Path) -> list[Cell]:
         if not isinstance(doc, dict) or "method" not in doc or not isinstance(doc.get("cells"), list):
             raise MatrixError(f"{path}: needs `method` and a list `cells`")
         defaults = {k: doc[k] for k in ("record", "command", "tolerance", "page") if k in doc}
-        if set(doc) - {"method", "cells", "order", *defaults}:
-            raise MatrixError(f"{path}: unknown keys {sorted(set(doc) - {'method', 'cells', 'order', *defaults})}")
+        known = {"method", "cells", "order", "papers", *defaults}  # papers: toolret.grid_report.paper_numbers
+        if set(doc) - known:
+            raise MatrixError(f"{path}: unknown keys {sorted(set(doc) - known)}")
         for i, raw in enumerate(doc["cells"]):
             where = f"{path.name} cell {i}"
             entry = {**defaults, **(raw or {})}

@@ -72,9 +72,10 @@ def project(tmp_path, monkeypatch, fixture_catalog_dir):
     curated = save_catalog(catalog, proj / "data" / "curated" / catalog.name)
     raw = json.loads(json.dumps(SMALL_PARAMS))
     raw["reinvoke"]["paper_columns"] = {catalog.name: "multi-tool"}
-    # the paper's numbers live in the project's params (`paper:`, read by reports only): the real ones
-    real = yaml.safe_load((Path(__file__).resolve().parents[3] / "params.yaml").read_text(encoding="utf-8"))
-    raw["paper"] = {"reinvoke": real["paper"]["reinvoke"]}
+    # the paper's numbers live in the project's matrix file (`papers`, read by reports only): the real ones
+    matrix = Path(__file__).resolve().parents[3] / "results" / "matrix" / "reinvoke.yaml"
+    (proj / "results" / "matrix").mkdir(parents=True)
+    (proj / "results" / "matrix" / "reinvoke.yaml").write_text(matrix.read_text(encoding="utf-8"), encoding="utf-8")
     raw.setdefault("dense", {})["embedding_cache"] = str(tmp_path / "embeddings")  # shared by the grid's rows
     (proj / "params.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
     return proj, catalog, curated

@@ -1,6 +1,6 @@
 """The COLT report (``docs/colt_results.md``): the ablation grid of each dataset next to the paper's numbers.
 
-Reads ``<runs>/<ds>/colt-ablations/summary.json`` (``toolret evaluate-grid --grid colt.ablations``). The paper's numbers are ``params.paper.colt.<dataset>`` (``"<row>.<metric>"``; none
+Reads ``<runs>/<ds>/colt-ablations/summary.json`` (``toolret evaluate-grid --grid colt.ablations``). The paper's numbers are the ``papers`` table of ``results/matrix/colt.yaml`` (per dataset) (``"<row>.<metric>"``; none
 are filled in until someone copies them from the paper: the column then shows ``-``). Written with
 :mod:`toolret.grid_report`, like every method's report.
 """
@@ -44,7 +44,7 @@ def dataset_section(runs: Path, ds: str, paper: dict[str, Any]) -> tuple[list[st
 
 def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, notes: str | None = None) -> Path:
     """Write the tables + JSON; text after :data:`toolret.report_file.NOTES_MARKER` in ``out`` is kept."""
-    papers = paper_numbers(params, "colt")
+    papers = paper_numbers("colt")
     sections: list[str] = []
     data: dict[str, Any] = {}
     for ds in datasets:
@@ -59,7 +59,7 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, note
             f"`{cfg.encoder}`; collaborative stage: dual-view LightGCN, {cfg.num_layers} layer(s), views `{cfg.views}`, "
             f"contrastive weight {cfg.c_lambda} (temperature {cfg.c_temp}), dev selection on Recall@{cfg.select_k} "
             f"and COMP@{cfg.select_k}. CIs: percentile bootstrap over test queries; p: paired randomization test "
-            "against the row's baseline. Paper: `params.yaml: paper: colt: <dataset>`.", ""]
+            "against the row's baseline. Paper: `results/matrix/colt.yaml: papers: <dataset>`.", ""]
     return write_report_file(out, "\n".join(head + sections), data, notes)
 
 

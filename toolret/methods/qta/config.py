@@ -163,7 +163,7 @@ class QTARun(StrictModel):
 
 class QTASection(QTAConfig, ComponentSection):
     """``params.yaml: qta``: the component settings, the runs its stages execute, the evaluation grid
-    (paired tests against zero-shot dense on the same queries); the paper's numbers are ``params.paper.qta``."""
+    (paired tests against zero-shot dense on the same queries); the paper's numbers are ``results/matrix/qta.yaml: papers``."""
 
     runs: dict[str, QTARun] = Field(default_factory=dict)
     grid: dict[str, GridVariant] = Field(default_factory=dict)

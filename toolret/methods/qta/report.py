@@ -3,7 +3,7 @@ folds of each dataset, next to the paper's Table 2.
 
 Reads ``<runs>/<run>/qta/summary.json`` (``toolret evaluate-grid --grid qta.grid``), the preference-data
 meta ``data/qta/<run>/preferences.meta.json`` and the adapters' ``qta.json`` (+ run-info timings). The
-paper's numbers come from ``params.paper.qta`` (no dataset names in this code; :mod:`toolret.grid_report`). Mean over folds: the mean
+paper's numbers come from ``results/matrix/qta.yaml: papers`` (no dataset names in this code; :mod:`toolret.grid_report`). Mean over folds: the mean
 of the per-fold means, with a t-interval over folds (shown from 2 folds on); p: the paired randomization
 test of each fold's grid row against its baseline (dense) on that fold's test queries.
 """
@@ -105,7 +105,7 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, note
     from toolret.paths import data_dir
 
     section = params.qta
-    papers = paper_numbers(params, "qta")
+    papers = paper_numbers("qta")
     sections, data, by_base = [], {}, {}
     for run in datasets:
         if not (runs / run / "qta" / "summary.json").is_file():

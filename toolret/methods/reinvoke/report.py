@@ -2,7 +2,7 @@
 
 Reads ``<runs>/<ds>/reinvoke-ablations/summary.json`` (written by ``toolret evaluate-grid --grid
 reinvoke.ablations``), the HyDE result and the synthetic-query / intent artifact metas; which paper column
-a dataset is compared with is ``params.reinvoke.paper_columns``, the paper's numbers ``params.paper.reinvoke``
+a dataset is compared with is ``params.reinvoke.paper_columns``, the paper's numbers ``results/matrix/reinvoke.yaml: papers``
 (no dataset names or paper numbers in this code; :mod:`toolret.grid_report`), and writes a markdown file with one table per dataset plus a fenced JSON block holding every
 number shown (so the report is both readable and machine-checkable).
 """
@@ -42,7 +42,7 @@ def _paper(paper: dict[str, Any], key: str, metric: str = "ndcg@5") -> float | N
 
 def dataset_section(runs: Path, ds: str, kind: str | None, artifacts: Path, n: int,
                     paper: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-    """One dataset's table; ``paper``: the numbers of the paper column ``kind`` (``params.paper.reinvoke``)."""
+    """One dataset's table; ``paper``: the numbers of the paper column ``kind`` (``results/matrix/reinvoke.yaml: papers``)."""
     abl = read_variants(runs / ds / "reinvoke-ablations")
     paper = paper or {}
     title = f"### {ds} — compared with the paper's {paper.get('label', kind)} column" if kind else f"### {ds}"
@@ -120,7 +120,7 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, note
 
     sections, data = [], {}
     section = params.reinvoke
-    paper = paper_numbers(params, "reinvoke")
+    paper = paper_numbers("reinvoke")
     for ds in datasets:
         if not (runs / ds / "reinvoke-ablations" / SUMMARY).is_file():
             continue

@@ -3,7 +3,7 @@
 Reads ``<runs>/<ds>/toolrerank-ablations/summary.json`` and the rows' ``*.per_query.jsonl`` (written by ``toolret
 evaluate-grid --grid toolrerank.ablations``), the artifact's ``seen.json`` / ``toolrerank.json`` and the
 catalogues (for each query's gold APIs and type). Which column of the paper a dataset is compared with
-is ``params.toolrerank.paper_columns``, the paper's numbers ``params.paper.toolrerank`` (no dataset names or
+is ``params.toolrerank.paper_columns``, the paper's numbers ``results/matrix/toolrerank.yaml: papers`` (no dataset names or
 paper numbers here; :mod:`toolret.grid_report`). Writes:
 
 - the main table (paper Table 3 shape): NDCG@5 / Recall@5 of BM25, the first stage, Rerank-10/30/50 and
@@ -132,7 +132,7 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, note
         if d is not None:
             data[ds] = d
     columns = dict(section.paper_columns)
-    paper = paper_numbers(params, "toolrerank")
+    paper = paper_numbers("toolrerank")
     art = read_report(artifact)
     shown = artifact.relative_to(project_dir()) if artifact.is_relative_to(project_dir()) else artifact
     lines = ["# ToolRerank results", "",
