@@ -489,7 +489,7 @@ def close_run(dvc: DvcResource, run_id: str, succeeded: bool, log: Any = None) -
         return []
     stages = commit_run(dvc, run_id, log)
     if stages:
-        dvc.run(["push", "-q", *stages], log=log, check=False)
+        dvc.push(stages, log=log)
     if not succeeded:
         graph_snapshot.forget(project)
         return stages

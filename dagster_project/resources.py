@@ -352,6 +352,17 @@ class DvcResource(dg.ConfigurableResource):
                        log, check=True, keep="tail", serialize=True)
         backup.unlink(missing_ok=True)
 
+    def push(self, stages: Sequence[str], log: Any = None, check: bool = False) -> int:
+        """``dvc push`` of ``stages``' outputs to the DVC remote with one read of the project for them all
+        (:mod:`dagster_project.dvc_push`; DVC's own command parses ``dvc.lock`` again for every target).
+        Returns the exit status (a failed push is reported, not raised, unless ``check``)."""
+        if not stages:
+            return 0
+        code_root = str(Path(__file__).resolve().parents[1])  # where dagster_project is, whatever the cwd
+        return self._run_argv([sys.executable, "-c", f"import sys; sys.path.insert(0, {code_root!r}); "
+                               "from dagster_project.dvc_push import main; sys.exit(main())", *stages],
+                              log, check=check, keep="tail", serialize=True)[0]
+
     def repro(self, stage: str, force: bool = False, log: Any = None) -> str:
         """``dvc repro --single-item <stage>`` (``--force`` to rerun an up-to-date stage)."""
         args = ["repro", "--single-item", stage]

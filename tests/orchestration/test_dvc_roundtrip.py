@@ -38,3 +38,31 @@ def test_push_delete_pull_restores_outputs(pipeline, tmp_path: Path) -> None:
     assert _snapshot(project) == before
     status = sh([dvc, "status"], project).stdout
     assert "up to date" in status.lower() or "changed" not in status.lower(), status
+
+
+def test_pushing_named_stages_sends_their_outputs_and_only_theirs(pipeline, tmp_path: Path) -> None:
+    """dagster_project.dvc_push (the end of a batch run): the stages' outputs reach the remote, read back by
+    `dvc pull`, and a stage not named is not pushed."""
+    import json
+
+    from dagster_project.dvc_push import push_stages
+
+    project = tmp_path / "project"
+    shutil.copytree(pipeline.project, project, symlinks=True)
+    dvc = str(BIN / "dvc")
+    sh([dvc, "remote", "add", "-d", "local", str(tmp_path / "remote")], project)
+    named = ["catalog@fixture", "clean@fixture"]
+    assert push_stages(project, named) > 0
+    # `dvc status -c`: what the remote lacks, as {path: "new"} (in sync: not listed)
+    cloud = json.loads(sh([dvc, "status", "-c", "--json"], project).stdout or "{}")
+    lacking = " ".join(sorted(cloud))
+    assert "data/catalogs/fixture" not in lacking and "data/curated/fixture" not in lacking, cloud
+    assert "data/indexes/fixture/bm25" in lacking, cloud  # not named: only in the local cache
+
+    before = _snapshot(project)
+    for d in OUT_DIRS[:2]:
+        shutil.rmtree(project / d)
+    shutil.rmtree(project / ".dvc" / "cache")
+    sh([dvc, "pull", *named], project)
+    assert {k: v for k, v in _snapshot(project).items() if k.startswith(tuple(OUT_DIRS[:2]))} == \
+        {k: v for k, v in before.items() if k.startswith(tuple(OUT_DIRS[:2]))}
