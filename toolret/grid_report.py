@@ -122,5 +122,5 @@ def paper_numbers(method: str, root: str | Path | None = None) -> dict[str, dict
     return {str(col): dict(v) for col, v in table.items()}
 
 
-__all__ = ["PAPERS_KEY", "SUMMARY", "ci_cell", "format_p", "mean_ci", "paired", "paper_numbers", "p_value", "per_query",
-           "read_json", "read_variants", "write_report_file"]
+__all__ = ["PAPERS_KEY", "SUMMARY", "ci_cell", "format_p", "mean_ci", "paired", "paper_numbers", "p_value",
+           "per_query", "read_json", "read_variants", "write_report_file"]
