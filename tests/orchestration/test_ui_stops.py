@@ -88,9 +88,13 @@ def test_make_ui_stops_every_process_within_10s(tmp_path: Path, how: str) -> Non
         # its own process group, as a shell with job control runs a foreground command, and the SIGINT
         # disposition a terminal gives it (default) or a script's `&` does (ignored)
         sigint = signal.SIG_IGN if how == "sigint-group-from-script" else signal.SIG_DFL
+
+        def dispositions() -> None:  # and SIGTERM as a terminal gives it, whatever this test inherited: a runner
+            signal.signal(signal.SIGINT, sigint)  # started in the background may ignore SIGTERM, and GNU make
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # keeps a signal ignored that was ignored at its start
+
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
+                                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=dispositions)
     make = psutil.Process(proc.pid)
     seen: dict[int, psutil.Process] = {}
 
