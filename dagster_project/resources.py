@@ -346,11 +346,16 @@ class DvcResource(dg.ConfigurableResource):
             tmp = backup.with_name(backup.name + ".tmp")
             tmp.write_bytes((root / "dvc.lock").read_bytes())
             os.replace(tmp, backup)
-        code_root = str(Path(__file__).resolve().parents[1])  # where dagster_project is, whatever the cwd
-        self._run_argv([sys.executable, "-c", f"import sys; sys.path.insert(0, {code_root!r}); "
-                        "from dagster_project.dvc_commit import main; sys.exit(main())", *stages],
-                       log, check=True, keep="tail", serialize=True)
+        self._run_module("dagster_project.dvc_commit", stages, log, check=True)
         backup.unlink(missing_ok=True)
+
+    def _run_module(self, module: str, args: Sequence[str], log: Any, check: bool) -> int:
+        """``module``'s ``main`` on ``args`` in a fresh interpreter, in the project folder, one DVC command at
+        a time (``dagster_project`` found where this file is, whatever the cwd); returns the exit status."""
+        code_root = str(Path(__file__).resolve().parents[1])
+        return self._run_argv([sys.executable, "-c", f"import sys; sys.path.insert(0, {code_root!r}); "
+                               f"from {module} import main; sys.exit(main())", *args],
+                              log, check=check, keep="tail", serialize=True)[0]
 
     def push(self, stages: Sequence[str], log: Any = None, check: bool = False) -> int:
         """``dvc push`` of ``stages``' outputs to the DVC remote with one read of the project for them all
@@ -358,10 +363,7 @@ class DvcResource(dg.ConfigurableResource):
         Returns the exit status (a failed push is reported, not raised, unless ``check``)."""
         if not stages:
             return 0
-        code_root = str(Path(__file__).resolve().parents[1])  # where dagster_project is, whatever the cwd
-        return self._run_argv([sys.executable, "-c", f"import sys; sys.path.insert(0, {code_root!r}); "
-                               "from dagster_project.dvc_push import main; sys.exit(main())", *stages],
-                              log, check=check, keep="tail", serialize=True)[0]
+        return self._run_module("dagster_project.dvc_push", stages, log, check=check)
 
     def repro(self, stage: str, force: bool = False, log: Any = None) -> str:
         """``dvc repro --single-item <stage>`` (``--force`` to rerun an up-to-date stage)."""
