@@ -63,7 +63,14 @@ def _cost(previous: Path, report: dict) -> dict:
         return this
     old = json.loads(previous.read_text(encoding="utf-8"))["row"]
     old_cost = old.get("cost") or {"seconds": old["seconds"], "generation": old["generation"]}
-    return old_cost if old_cost["generation"]["generated_this_run"] else this
+    if not old_cost["generation"]["generated_this_run"]:
+        return this
+    goal = report["generation"].get("goal") or {}
+    if goal.get("generated_this_run") and not (old_cost["generation"].get("goal") or {}).get("generated_this_run"):
+        # the earlier run wrote no goal-style request: its cost plus this run's goal-style generation
+        return {"seconds": round(old_cost["seconds"] + goal["seconds"], 1),
+                "generation": {**old_cost["generation"], "goal": goal}}
+    return old_cost
 
 
 def render() -> str:
@@ -72,7 +79,9 @@ def render() -> str:
             "hybrid-exp-ft"]
     out = ["# `toolret adapt` on the benchmarks, as catalogues without queries", "",
            "adapt reads each dataset's tool documents only (requests written by the default 0.5B generator, "
-           "budget `fast`: 5 per tool); the champion is chosen on the synthetic dev split; the dataset's test "
+           "budget `fast`: 5 per tool); the champion is chosen on the synthetic dev split's goal-style requests "
+           "of held-out tools (a second prompt: the user's goal in everyday words, a style no candidate trained on; "
+           "`toolret/adapt/synthetic.py`); the dataset's test "
            "queries only score the result. Each cell: the benchmark's main metric on its test queries [95% "
            "bootstrap CI]; p: paired randomization test against the best untrained of bm25 / dense / hybrid. "
            "Rendered by `tools/adapt_benchmarks.py --render` from `benchmarks/results/adapt/*.json`.", "",
@@ -102,9 +111,12 @@ def render() -> str:
     for r in rows:
         cost = r.get("cost") or r  # the run that generated its requests (a rerun from the shards keeps its cost)
         g = cost["generation"]
+        goal = g.get("goal") or {}
         out.append(f"| {r['dataset']} | {r['n_tools']} | {cost['seconds'] / 60:.1f} min | "
-                   f"{cost['seconds'] / 60 / r['n_tools'] * 1000:.0f} min | {g['generated_this_run']} | "
-                   f"{g['seconds'] / 60:.1f} min | {g['samples_per_s'] or '- (from committed shards)'} |")
+                   f"{cost['seconds'] / 60 / r['n_tools'] * 1000:.0f} min | {g['generated_this_run']}"
+                   + (f" + {goal['generated_this_run']} goal-style" if goal.get("generated_this_run") else "")
+                   + f" | {(g['seconds'] + (goal.get('seconds') or 0)) / 60:.1f} min | "
+                   f"{g['samples_per_s'] or '- (from committed shards)'} |")
     for path in sorted(RESULTS.glob("incremental-*.json")):
         inc = json.loads(path.read_text())
         out += ["", f"**Incremental**: {inc['added']} tools of {inc['from']} added to the adapted {inc['base']}: the "

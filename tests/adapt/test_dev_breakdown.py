@@ -33,7 +33,9 @@ def test_every_dev_request_is_named_by_its_kind() -> None:
             assert len(gold) == 1 and subsets[qid] == ("unseen" if next(iter(gold)) in held else "seen")
     counts = {s: sum(1 for v in subsets.values() if v == s) for s in ("seen", "unseen", "multi")}
     assert counts == {"seen": info["dev_seen"], "unseen": info["dev_unseen"], "multi": info["multi_dev"]}
-    assert counts["unseen"] == 4 * 2 * 5  # 5 of 25 parents held out, 2 APIs each, 4 requests each
+    assert held and counts["unseen"] == 4 * len(held)  # 4 requests of each held-out API
+    assert len(held) % 2 == 0 and {t.id for t in catalog.tools if t.tool in {f"parent{i}" for i in range(25)}
+                                    and t.id in held} == held  # whole parents (2 APIs each) held out
 
 
 def test_breakdown_means_each_subset() -> None:

@@ -166,7 +166,8 @@ def test_report_metadata_links_runs_and_registered_models(project: Path, mlflow_
     assert version.source == "data/models/fx/dense-ft" and version.run_id == ft.info.run_id
     assert str(client.get_model_version_by_alias("fx.dense-ft", "current").version) == str(version.version)
     assert ft.data.tags["toolret.model.fx.dense-ft"] == f"models:/fx.dense-ft/{version.version}"
-    assert md["mlflow/model/fx.dense-ft"].url.endswith(f"/#/models/fx.dense-ft/versions/{version.version}")
+    assert md["mlflow/model/fx.dense-ft"].url.endswith(f"/#/models/fx.dense-ft/versions/{version.version}"
+                                                      "?workflowType=machine_learning")
     assert "mlflow/model/fx.dense-ft" not in mats[K(["report", "fx.bm25"])].metadata  # bm25 used no model
     bm25 = {(r.data.tags["toolret.method"]): r for r in _runs(mlflow_uri, "evaluation")}["bm25"]
     assert not any(k.startswith("toolret.model.") for k in bm25.data.tags)

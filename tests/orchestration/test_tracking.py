@@ -19,7 +19,7 @@ def _write_result(folder: Path, method: str, docs: str, per_query: dict[str, dic
     means = {m: float(np.mean([row[m] for row in per_query.values()])) for m in METRICS}
     result = {"dataset": "toy", "method": method, "docs": docs, "n_queries": len(per_query), "metrics": means,
               "ci95": {m: [max(0.0, v - 0.1), min(1.0, v + 0.1)] for m, v in means.items()},
-              "latency_ms": {"p50": 1.5, "p95": 3.0},
+              "latency_ms": {"p50": 1.5, "p95": 3.0}, "index_build_s": 2.0, "batch_search_s": 1.25,
               "provenance": {"git_sha": "abc123", "params": {"bm25": {"k1": 1.2, "b": 0.75}, "evaluation": {"ks": [1, 5]}},
                              "dataset_checksums": {"toy/corpus.jsonl": "00"}, "artifact_versions": {"index": "ff"}}}
     path = folder / f"{docs}.json"
@@ -56,7 +56,8 @@ def test_log_evaluation_run(tmp_path: Path, results: list[Path]) -> None:
     run_id = log_evaluation_run(results[0], None, tags={"dagster.run_id": "r-1"}, experiment="t", tracking_uri=uri)
     client = MlflowClient(uri)
     run = client.get_run(run_id)
-    assert run.info.status == "FINISHED" and run.info.run_name == "toy/bm25/original"
+    assert run.info.status == "FINISHED" and run.info.run_name == "bm25 (original) @ toy"
+    assert run.info.end_time - run.info.start_time == 3250  # the evaluation's index + search time, not logging's
     assert run.data.metrics["recall_at_5"] == pytest.approx(json.loads(results[0].read_text())["metrics"]["recall@5"])
     assert {"ci95/recall_at_5/lo", "ci95/recall_at_5/hi", "latency_p50_ms", "mrr", "n_queries"} <= set(run.data.metrics)
     assert [m.step for m in client.get_metric_history(run_id, "recall_by_k")] == [1, 5]

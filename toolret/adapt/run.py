@@ -3,8 +3,9 @@
 1. requests written by an LLM from each tool's document (:mod:`toolret.adapt.synthetic`: resumable shards,
    held-out tools so that dev measures unseen ones);
 2. the candidates of :mod:`toolret.adapt.candidates` built, trained and measured on the synthetic dev split;
-3. the champion: the best on dev (``SELECT_METRIC``); a trained candidate must beat the best untrained one
-   with a paired p < 0.05 on dev, else the best untrained one stays champion and the report says so;
+3. the champion: the best on dev's goal-style requests of held-out tools (``SELECT_SUBSET``, ``SELECT_METRIC``;
+   all of dev where a catalogue has fewer than ``MIN_SELECT`` of them); a trained candidate must beat the best
+   untrained one with a paired p < 0.05 there, else the best untrained one stays champion and the report says so;
 4. with labelled queries (``queries``): every candidate's served index scored on them, with 95% CIs and a
    paired test against bm25 / dense / hybrid -- reported, never used for the choice;
 5. the champion's index written to ``<out>/champion`` (replaced atomically: a half-built champion is never
@@ -28,10 +29,12 @@ import numpy as np
 
 from toolret.adapt.candidates import BASELINES, BUDGETS, UNTRAINED, candidates, with_weight_of
 from toolret.adapt.catalogue import catalogue_fingerprint, load_tools, tool_fingerprints
-from toolret.adapt.synthetic import GeneratorSpec, generate, split_queries
+from toolret.adapt.synthetic import GOAL_JOB, HOLDOUT, GeneratorSpec, generate, goal_tools, holdout_units, split_queries
 from toolret.errors import AdaptInputError
 
 SELECT_METRIC = "ndcg@5"
+SELECT_SUBSET = "goal"  # the dev requests the champion is chosen on (toolret.adapt.synthetic)
+MIN_SELECT = 30  # fewer requests of SELECT_SUBSET than this: the choice reads all of dev
 KS = (1, 3, 5, 10)
 ALPHA = 0.05
 REUSE_FRACTION = 0.1  # re-adapt: keep the trained adapter while at most this fraction of tools changed
@@ -40,11 +43,13 @@ EXPERIMENT = "toolret-adapt"
 
 
 def _evaluate(pipeline, catalog, split: str, name: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The summary of ``pipeline`` on ``split`` and its per-query scores by metric (``"query_id"``: their ids)."""
     from toolret.evaluation import evaluate_retriever
 
     result, rows = evaluate_retriever(pipeline, catalog, method=name, docs="original", ks=KS, k_max=max(KS),
                                       split=split, bootstrap_samples=1000, seed=13, measure_latency=False)
     per_query = {m: np.array([r[m] for r in rows]) for m in ("ndcg@5", "recall@5", "comp@5") if rows and m in rows[0]}
+    per_query["query_id"] = np.array([r["query_id"] for r in rows])
     summary = {"metrics": {m: round(v, 4) for m, v in result["metrics"].items()},
                "ci95": {m: [round(x, 4) for x in v] for m, v in result["ci95"].items()},
                "n_queries": result["n_queries"]}
@@ -77,11 +82,31 @@ def _paired(a: np.ndarray, b: np.ndarray) -> float:
     return round(float(paired_test(a, b, method="randomization", seed=13)["p_value"]), 4)
 
 
-def choose_champion(dev: dict[str, dict[str, Any]], per_query: dict[str, dict[str, np.ndarray]],
-                    kinds: dict[str, str], metric: str = SELECT_METRIC) -> tuple[str, str]:
-    """``(champion, why)`` from dev results only: the best candidate, unless it is trained (or expanded) and
-    not better than the best untrained one with paired p < :data:`ALPHA` -- then the best untrained one."""
-    score = {n: dev[n]["metrics"][metric] for n in dev}
+def selection_queries(subsets: dict[str, str], subset: str = SELECT_SUBSET,
+                      minimum: int = MIN_SELECT) -> tuple[set[str] | None, str]:
+    """The dev query ids the champion is chosen on: those of ``subset`` where there are at least ``minimum``
+    (``None``: all of dev), and the split's description for the report."""
+    ids = {q for q, s in subsets.items() if s == subset}
+    if len(ids) >= minimum:
+        return ids, f"synthetic dev, {subset}-style requests of held-out tools ({len(ids)})"
+    return None, (f"synthetic dev, all {len(subsets)} requests (only {len(ids)} {subset}-style ones, "
+                  f"fewer than {minimum})")
+
+
+def restrict(per_query: dict[str, np.ndarray], ids: set[str] | None) -> dict[str, np.ndarray]:
+    """``per_query`` (:func:`_evaluate`'s) on the queries ``ids`` only (``None``: all)."""
+    if ids is None:
+        return per_query
+    keep = np.array([q in ids for q in per_query["query_id"]], dtype=bool)
+    return {m: v[keep] for m, v in per_query.items()}
+
+
+def choose_champion(per_query: dict[str, dict[str, np.ndarray]], kinds: dict[str, str],
+                    metric: str = SELECT_METRIC) -> tuple[str, str]:
+    """``(champion, why)`` from per-query dev scores only (of the selection queries): the best candidate by
+    mean ``metric``, unless it is trained (or expanded) and not better than the best untrained one with paired
+    p < :data:`ALPHA` -- then the best untrained one."""
+    score = {n: round(float(np.mean(per_query[n][metric])), 4) for n in per_query}
     best = max(score, key=lambda n: (score[n], -list(score).index(n)))
     untrained = [n for n in score if kinds[n] == "untrained"]
     best_untrained = max(untrained, key=lambda n: (score[n], -list(score).index(n)))
@@ -144,7 +169,12 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
         + (f"changed since the last adapt: {changes}" if previous else "first adapt"))
 
     gen = generate(tools, out, n, generator, generator=llm, shard_prompts=shard_prompts, say=say)
-    synthetic, split_info = split_queries(tools, gen.per_tool, seed=seed)
+    _, held = holdout_units(tools, HOLDOUT, seed)
+    goal_ids = goal_tools(tools, held, BUDGETS[budget]["goal_tools"], seed)
+    goal = generate(tools, out, BUDGETS[budget]["goal_n"], generator, generator=llm, shard_prompts=shard_prompts,
+                    say=say, job=GOAL_JOB, only=goal_ids)
+    synthetic, split_info = split_queries(tools, gen.per_tool, seed=seed, goal=goal.per_tool)
+    select_ids, select_split = selection_queries(synthetic.provenance["dev_subsets"])
     if not synthetic.split("train") or not synthetic.split("dev"):
         raise AdaptInputError(f"{tools.name}: too few requests to train and select on ({split_info})")
     train_only = [[q.text for q in synthetic.queries if q.split == "train" and synthetic.gold(q.id) == {t.id}]
@@ -167,11 +197,13 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
         pipe.fit(synthetic)
         pipe.index(Corpus.from_catalog(tools))
         dev[cand.name], dev_pq[cand.name] = _evaluate(pipe, synthetic, "dev", cand.name)
+        chosen_on = restrict(dev_pq[cand.name], select_ids)
+        dev[cand.name]["selection"] = {m: round(float(np.mean(chosen_on[m])), 4) for m in ("ndcg@5", "recall@5")}
         pipelines[cand.name] = pipe
         cost[cand.name] = round(time.perf_counter() - t0, 1)
-        say(f"adapt: {cand.name:10s} dev {SELECT_METRIC} {dev[cand.name]['metrics'][SELECT_METRIC]:.3f} "
-            f"({cost[cand.name]} s)")
-    champion, why = choose_champion(dev, dev_pq, kinds)
+        say(f"adapt: {cand.name:13s} dev {SELECT_METRIC} {dev[cand.name]['metrics'][SELECT_METRIC]:.3f}, on the "
+            f"selection requests {dev[cand.name]['selection'][SELECT_METRIC]:.3f} ({cost[cand.name]} s)")
+    champion, why = choose_champion({c: restrict(pq, select_ids) for c, pq in dev_pq.items()}, kinds)
     say(f"adapt: champion {champion}: {why}")
 
     # served indexes: expansion with every request (dev tools' included)
@@ -191,9 +223,12 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
         "budget": budget, "requests_per_tool": n, "generator": gen.model,
         "generation": {"samples": gen.samples_requested, "generated_this_run": gen.samples_generated,
                        "tools_generated_this_run": gen.tools_generated, "seconds": gen.seconds,
-                       "samples_per_s": gen.samples_per_s, "unparsed": gen.unparsed},
+                       "samples_per_s": gen.samples_per_s, "unparsed": gen.unparsed,
+                       "goal": {"tools": len(goal_ids), "samples": goal.samples_requested,
+                                "generated_this_run": goal.samples_generated, "seconds": goal.seconds,
+                                "unparsed": goal.unparsed}},
         "training_data": split_info, "changes": changes, "adapter_reused": reuse,
-        "selection": {"metric": SELECT_METRIC, "split": "synthetic dev", "champion": champion, "why": why,
+        "selection": {"metric": SELECT_METRIC, "split": select_split, "champion": champion, "why": why,
                       "kinds": kinds},
         "dev": dev, "labelled": labelled_results, "candidate_seconds": cost,
         "seconds": round(time.perf_counter() - t_start, 1),
@@ -249,7 +284,7 @@ def _score_labelled(final: dict[str, Any], labelled) -> dict[str, Any]:
     for name, pipe in final.items():
         results[name], pq[name] = _evaluate(pipe, labelled, "test", name)
     for name in results:
-        results[name]["vs"] = {b: {m: _paired(pq[name][m], pq[b][m]) for m in pq[name]}
+        results[name]["vs"] = {b: {m: _paired(pq[name][m], pq[b][m]) for m in pq[name] if m != "query_id"}
                                for b in BASELINES if b in pq and b != name}
     return results
 
@@ -260,17 +295,18 @@ def model_card_markdown(report: dict[str, Any]) -> str:
     lines = [f"# {c['name']}: {sel['champion']}", "",
              f"Tool retriever adapted by `toolret adapt` to {c['n_tools']} tools (catalogue fingerprint "
              f"`{c['fingerprint'][:16]}`), budget `{report['budget']}`.", "",
-             f"**Chosen on** the synthetic dev split ({sel['metric']}): {sel['why']}.", "",
+             f"**Chosen on** {sel['split']} ({sel['metric']}): {sel['why']}.", "",
              f"**Training data**: {report['requests_per_tool']} requests per tool written by "
              f"`{report['generator'].get('model')}` ({report['generator'].get('engine')}); "
              + ", ".join(f"{k} {v}" for k, v in report["training_data"].items()) + ".", "",
              f"**Cost**: {report['seconds']} s in all; generation {report['generation']['seconds']} s for "
              f"{report['generation']['generated_this_run']} new samples.", "",
-             "| candidate | kind | dev ndcg@5 [95% CI] | dev recall@5 |" + (" labelled ndcg@5 [95% CI] | labelled recall@5 | p vs bm25 / dense / hybrid |" if report.get("labelled") else ""),
-             "|---|---|---|---|" + ("---|---|---|" if report.get("labelled") else "")]
+             "| candidate | kind | selection ndcg@5 | dev ndcg@5 [95% CI] | dev recall@5 |" + (" labelled ndcg@5 [95% CI] | labelled recall@5 | p vs bm25 / dense / hybrid |" if report.get("labelled") else ""),
+             "|---|---|---|---|---|" + ("---|---|---|" if report.get("labelled") else "")]
     for name, r in report["dev"].items():
         ci = r["ci95"]["ndcg@5"]
         row = f"| {name}{' (champion)' if name == sel['champion'] else ''} | {sel['kinds'][name]} | " \
+              f"{r['selection']['ndcg@5']:.3f} | " \
               f"{r['metrics']['ndcg@5']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] | {r['metrics']['recall@5']:.3f} |"
         lab = (report.get("labelled") or {}).get(name)
         if lab:
@@ -344,6 +380,7 @@ def resolve_index(ref: str, tracking_uri: str | None = None) -> str:
     return str(source if source.is_absolute() else project_dir() / source)
 
 
-__all__ = ["ALPHA", "CARD", "EXPERIMENT", "SELECT_METRIC", "adapt", "choose_champion", "dev_breakdown",
+__all__ = ["ALPHA", "CARD", "EXPERIMENT", "MIN_SELECT", "SELECT_METRIC", "SELECT_SUBSET", "adapt", "choose_champion",
+           "dev_breakdown", "restrict", "selection_queries",
            "log_and_register",
            "model_card_markdown", "resolve_index"]

@@ -8,10 +8,19 @@ catalogue asks the LLM only for tools whose document is new (an unchanged docume
 Splits (:func:`split_queries`): a seeded ``holdout`` fraction of the catalogue's units -- parent tools where
 the catalogue has at least :data:`MIN_UNITS` of them, else single tools -- is held out: their requests are
 dev only (``dev_unseen``: dev measures tools no candidate was trained on, as new tools in a user's catalogue
-will be). Of the other tools' requests a seeded ``dev_fraction`` is dev (``dev_seen``), the rest train.
+will be). A unit is held out by a seeded hash of its name, so tools added later leave the others' split as it
+was. Of the other tools' requests a seeded ``dev_fraction`` is dev (``dev_seen``), the rest train.
+
+Goal-style requests (``goal``, :func:`goal_tools`): for up to ``goal_tools`` held-out tools, a second prompt
+(:func:`toolret.llm.prompts.goal_request_prompt`) writes the user's goal in everyday words, naming neither the
+tool nor its parameters. They are dev only, in a style no candidate was trained on: the subset the champion is
+chosen on (:data:`toolret.adapt.run.SELECT_SUBSET`), since the training requests' own style rewards a trained
+candidate on the rest of dev for the generator's phrasing (on ToolLens, dense-ft led every other dev subset
+and lost to hybrid on the real queries).
 Multi-tool requests are composed, each split from its own single-tool requests
 (:func:`toolret.catalog.synthetic.compose_requests`: 2-3 tools of one parent, or of one category).
-The catalogue's provenance names each dev request's subset (``dev_subsets``: ``seen``, ``unseen``, ``multi``),
+The catalogue's provenance names each dev request's subset (``dev_subsets``: ``seen``, ``unseen``, ``multi``,
+``goal``),
 so that a dev verdict can be read per kind of request (:func:`toolret.adapt.run.dev_breakdown`).
 """
 
@@ -32,7 +41,9 @@ from toolret.catalog.model import Catalog, Query
 log = logging.getLogger(__name__)
 
 JOB = "reinvoke-queries"  # the shard folder (and prompt) of Re-Invoke's query generator
+GOAL_JOB = "adapt-goal-requests"  # the shard folder of the goal-style requests (toolret.llm.prompts)
 MIN_UNITS = 20  # hold out whole parent tools only where there are at least this many
+HOLDOUT = 0.2  # the fraction of units held out
 # samples/s of each generator on 2 CPU cores (transformers, batch 64), for the ETA before any shard of this
 # machine exists (benchmarks/results/llm_throughput.json; docs: measured 2026-11)
 DEFAULT_THROUGHPUT = {"smollm2-135m-instruct": 4.0, "qwen2.5-coder-0.5b-instruct": 1.5,
@@ -95,10 +106,13 @@ def _throughput(store, spec: GeneratorSpec) -> float:
 
 
 def generate(catalog: Catalog, out: Path, n: int, spec: GeneratorSpec, *, generator: Any = None,
-             project: Path | None = None, shard_prompts: int = 50, say=print) -> Generated:
+             project: Path | None = None, shard_prompts: int = 50, say=print, job: str = JOB,
+             only: set[str] | None = None) -> Generated:
     """``n`` requests per tool of ``catalog`` (its original documents), generated where no shard holds them.
 
     ``generator``: an injected engine (tests); default: ``spec``'s, built only if something is missing.
+    ``job``: :data:`JOB` (the query generator's prompt) or :data:`GOAL_JOB` (goal-style requests);
+    ``only``: the ids of the tools to write for (the others get none).
 
     Raises:
         AdaptInputError: the generator could not be reached, or returned nothing usable for most tools.
@@ -107,23 +121,26 @@ def generate(catalog: Catalog, out: Path, n: int, spec: GeneratorSpec, *, genera
 
     from toolret.llm.lazy import LazyCachedLLM
     from toolret.llm.parsing import parse_single
-    from toolret.llm.prompts import QUERY_GEN_PARAMS, query_generation_prompt
+    from toolret.llm.prompts import QUERY_GEN_PARAMS, goal_request_prompt, query_generation_prompt
     from toolret.errors import LLMServerError
     from toolret.llm.shards import StoreFirstGenerator, prompt_key, run_durable
 
-    prompts = [query_generation_prompt(d) for d in catalog.docs("original")]
+    prompt_of = goal_request_prompt if job == GOAL_JOB else query_generation_prompt
+    chosen = [only is None or t.id in only for t in catalog.tools]
+    prompts = [prompt_of(d) for d, c in zip(catalog.docs("original"), chosen) if c]
     sampling = dataclasses.replace(QUERY_GEN_PARAMS, n=n, max_new_tokens=spec.max_new_tokens,
                                    temperature=spec.temperature, top_p=spec.top_p, seed=spec.seed)
     store = _store(out, spec, project)
     missing = store.missing(prompts, sampling)
     tools_missing = len({prompt_key(r.prompt) for r in missing})
     rate = _throughput(store, spec)
+    what = "goal-style requests" if job == GOAL_JOB else "requests"
     if missing:
-        say(f"adapt: generating {len(missing)} requests for {tools_missing} of {len(prompts)} tools with "
+        say(f"adapt: generating {len(missing)} {what} for {tools_missing} of {len(prompts)} tools with "
             f"{spec.model} ({spec.engine}); ETA ~{len(missing) / rate / 60:.1f} min at ~{rate:.2f} samples/s "
             f"(resumable: shards under {store.root})")
     else:
-        say(f"adapt: all {len(prompts) * n} requests of {len(prompts)} tools are in the shards: no generation")
+        say(f"adapt: all {len(prompts) * n} {what} of {len(prompts)} tools are in the shards: no generation")
 
     cfg = _llm_config(spec)
     llm = LazyCachedLLM(cfg, cache_path=out / "generations" / "llm-cache.jsonl", generator=generator)
@@ -136,7 +153,7 @@ def generate(catalog: Catalog, out: Path, n: int, spec: GeneratorSpec, *, genera
     summary = {"samples": 0}
     if missing:
         try:
-            summary = run_durable(store, JOB, prompts, sampling, gen, {"method": "adapt", "catalog": catalog.name,
+            summary = run_durable(store, job, prompts, sampling, gen, {"method": "adapt", "catalog": catalog.name,
                                                                         "tools": len(prompts)},
                                   shard_prompts=shard_prompts)
         except (ConnectionError, OSError, TimeoutError, LLMServerError) as e:
@@ -145,8 +162,12 @@ def generate(catalog: Catalog, out: Path, n: int, spec: GeneratorSpec, *, genera
                                   + f" failed: {e}; nothing was registered (rerun to resume)") from None
     seconds = time.perf_counter() - t0
     per_tool, unparsed = [], 0
-    for p in prompts:
-        key, texts = prompt_key(p), []
+    by_tool = iter(prompts)
+    for c in chosen:
+        if not c:
+            per_tool.append([])
+            continue
+        key, texts = prompt_key(next(by_tool)), []
         for j in range(n):
             rec = store.get(key, sampling, j)
             parsed = parse_single(rec["output"], finish_reason=rec.get("finish_reason")) if rec else None
@@ -155,10 +176,10 @@ def generate(catalog: Catalog, out: Path, n: int, spec: GeneratorSpec, *, genera
             else:
                 unparsed += 1
         per_tool.append(texts)
-    without = sum(1 for t in per_tool if not t)
-    if without > len(per_tool) / 2:
+    without = sum(1 for t, c in zip(per_tool, chosen) if c and not t)
+    if without > len(prompts) / 2:
         raise AdaptInputError(f"the generator {spec.model!r} returned no usable request for {without} of "
-                              f"{len(per_tool)} tools (garbage or refusals); nothing was registered")
+                              f"{len(prompts)} tools (garbage or refusals); nothing was registered")
     return Generated(per_tool, len(prompts) * n, int(summary.get("samples", 0)), tools_missing, round(seconds, 1),
                      round(summary["samples"] / seconds, 3) if summary.get("samples") and seconds > 0 else None,
                      unparsed, {**spec.describe(), **store.provenance})
@@ -170,20 +191,44 @@ def _llm_config(spec: GeneratorSpec):
     return ReInvokeConfig(llm_model=spec.model, llm_engine=spec.engine, llm_base_url=spec.base_url)
 
 
+def _unit_draw(seed: int, unit: str) -> float:
+    """A unit's seeded draw in [0, 1): a hash of its name, so that it does not move when others are added."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(f"{seed}:{unit}".encode()).digest()[:8], "big") / 2 ** 64
+
+
 def holdout_units(catalog: Catalog, fraction: float, seed: int) -> tuple[str, set[str]]:
-    """``(unit kind, held-out tool ids)``: a seeded ``fraction`` of the parent tools where there are at least
-    :data:`MIN_UNITS`, else of the tools themselves."""
+    """``(unit kind, held-out tool ids)``: the parent tools where there are at least :data:`MIN_UNITS`, else the
+    tools themselves, whose seeded draw (:func:`_unit_draw`) is below ``fraction`` -- the lowest one at least,
+    where there are two units or more."""
     parents = sorted({t.tool or t.id for t in catalog.tools})
     kind = "parent_tool" if len(parents) >= MIN_UNITS else "tool"
     units = parents if kind == "parent_tool" else sorted(t.id for t in catalog.tools)
-    held = set(random.Random(seed).sample(units, max(1, round(len(units) * fraction)))) if len(units) > 1 else set()
+    held: set[str] = set()
+    if len(units) > 1:
+        draws = {u: _unit_draw(seed, u) for u in units}
+        held = {u for u, d in draws.items() if d < fraction} or {min(units, key=draws.__getitem__)}
     ids = {t.id for t in catalog.tools if (t.tool or t.id if kind == "parent_tool" else t.id) in held}
     return kind, ids
 
 
-def split_queries(catalog: Catalog, per_tool: Sequence[Sequence[str]], *, seed: int = 13, holdout: float = 0.2,
-                  dev_fraction: float = 0.1, compose: float = 0.5) -> tuple[Catalog, dict[str, Any]]:
-    """The synthetic training catalogue (train / dev splits) and its counts (module docstring)."""
+def goal_tools(catalog: Catalog, held: set[str], cap: int, seed: int) -> set[str]:
+    """The held-out tools that get goal-style requests: all of them, or the ``cap`` with the lowest seeded
+    draws (a tool added later does not displace one unless its own draw is lower)."""
+    ids = sorted((t.id for t in catalog.tools if t.id in held), key=lambda t: _unit_draw(seed + 7, t))
+    return set(ids[:cap])
+
+
+def split_queries(catalog: Catalog, per_tool: Sequence[Sequence[str]], *, seed: int = 13, holdout: float = HOLDOUT,
+                  dev_fraction: float = 0.1, compose: float = 0.5,
+                  goal: Sequence[Sequence[str]] | None = None) -> tuple[Catalog, dict[str, Any]]:
+    """The synthetic training catalogue (train / dev splits) and its counts (module docstring); ``goal``: per
+    tool, its goal-style requests (dev only; only a held-out tool may have any).
+
+    Raises:
+        AdaptInputError: a goal-style request of a tool that is not held out (it would measure a trained tool).
+    """
     from toolret.catalog.synthetic import compose_requests
 
     kind, held = holdout_units(catalog, holdout, seed)
@@ -209,6 +254,28 @@ def split_queries(catalog: Catalog, per_tool: Sequence[Sequence[str]], *, seed: 
             singles[split].append((text, tool.id))
             if split == "dev":
                 subsets[qid] = bucket.removeprefix("dev_")
+    goal_singles: list[tuple[str, str]] = []
+    for tool, texts in zip(catalog.tools, goal or ()):
+        if texts and tool.id not in held:
+            raise AdaptInputError(f"goal-style requests of {tool.id!r}, which is not a held-out tool")
+        for j, text in enumerate(texts):
+            key = " ".join(text.lower().split())
+            if key in seen_texts:
+                continue
+            seen_texts.add(key)
+            qid = f"syn-goal-{tool.id}-{j}"
+            queries.append(Query(qid, text, "dev"))
+            qrels[qid] = {tool.id: 1}
+            subsets[qid] = "goal"
+            goal_singles.append((text, tool.id))
+    counts["dev_goal"] = len(goal_singles)
+    composed = compose_requests(catalog, goal_singles, round(compose * len(goal_singles)), random.Random(seed + 5))
+    for j, (text, ids) in enumerate(composed):
+        qid = f"syn-goal-multi{j}"
+        queries.append(Query(qid, text, "dev"))
+        qrels[qid] = {t: 1 for t in ids}
+        subsets[qid] = "goal"
+    counts["multi_goal"] = len(composed)
     for split, offset in (("dev", 3), ("train", 4)):
         composed = compose_requests(catalog, singles[split], round(compose * len(singles[split])),
                                     random.Random(seed + offset))
@@ -225,4 +292,5 @@ def split_queries(catalog: Catalog, per_tool: Sequence[Sequence[str]], *, seed: 
     return Catalog(f"{catalog.name}-synthetic", list(catalog.tools), queries, qrels, provenance), info
 
 
-__all__ = ["DEFAULT_THROUGHPUT", "GeneratorSpec", "Generated", "JOB", "generate", "holdout_units", "split_queries"]
+__all__ = ["DEFAULT_THROUGHPUT", "GOAL_JOB", "GeneratorSpec", "Generated", "HOLDOUT", "JOB", "generate", "goal_tools",
+           "holdout_units", "split_queries"]

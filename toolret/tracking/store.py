@@ -141,10 +141,11 @@ def run_url(ui_url: str, experiment_id: str, run_id: str) -> str:
 
 
 def model_version_url(ui_url: str, name: str, version: str | int) -> str:
-    """The MLflow UI page of a registered model version."""
+    """The MLflow UI page of a registered model version, in the classic (machine-learning) view as
+    :func:`run_url` (the UI reads the parameter on every page; without it the sidebar may open in GenAI mode)."""
     from urllib.parse import quote
 
-    return f"{ui_url.rstrip('/')}/#/models/{quote(name, safe='')}/versions/{version}"
+    return f"{ui_url.rstrip('/')}/#/models/{quote(name, safe='')}/versions/{version}?workflowType={WORKFLOW}"
 
 
 def safe_key(key: str) -> str:
