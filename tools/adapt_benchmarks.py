@@ -81,7 +81,8 @@ def render() -> str:
            "adapt reads each dataset's tool documents only (requests written by the default 0.5B generator, "
            "budget `fast`: 5 per tool); the champion is chosen on the synthetic dev split's goal-style requests "
            "of held-out tools (a second prompt: the user's goal in everyday words, a style no candidate trained on; "
-           "`toolret/adapt/synthetic.py`); the dataset's test "
+           "`toolret/adapt/synthetic.py`), a fused candidate preferred to a single-side best it ties with "
+           "(`toolret.adapt.run.choose_champion`); the dataset's test "
            "queries only score the result. Each cell: the benchmark's main metric on its test queries [95% "
            "bootstrap CI]; p: paired randomization test against the best untrained of bm25 / dense / hybrid. "
            "Rendered by `tools/adapt_benchmarks.py --render` from `benchmarks/results/adapt/*.json`.", "",
@@ -119,11 +120,13 @@ def render() -> str:
                    f"{g['samples_per_s'] or '- (from committed shards)'} |")
     for path in sorted(RESULTS.glob("incremental-*.json")):
         inc = json.loads(path.read_text())
+        goal = f" and {inc['goal_generated_this_run']} goal-style ones" if inc.get("goal_generated_this_run") else ""
+        first = f" ({inc['first_adapt']}, {inc['first_generated']} requests generated)" if inc.get("first_adapt") else ""
         out += ["", f"**Incremental**: {inc['added']} tools of {inc['from']} added to the adapted {inc['base']}: the "
-                f"re-adapt generated {inc['generated_this_run']} requests for {inc['tools_generated_this_run']} tools "
-                f"(changes {inc['changes']}), {'kept' if inc['adapter_reused'] else 'retrained'} the adapter, and took "
-                f"{inc['seconds'] / 60:.1f} min = {inc['ratio']:.0%} of the first adapt's "
-                f"{inc['first_adapt_seconds'] / 60:.1f} min (`{inc['command']}`)."]
+                f"re-adapt generated {inc['generated_this_run']} requests for {inc['tools_generated_this_run']} tools"
+                f"{goal} (changes {inc['changes']}), {'kept' if inc['adapter_reused'] else 'retrained'} the adapter, "
+                f"and took {inc['seconds'] / 60:.1f} min = {inc['ratio']:.0%} of the first adapt's "
+                f"{inc['first_adapt_seconds'] / 60:.1f} min{first} (`{inc['command']}`)."]
     out += ["", "Why each champion: " + "; ".join(f"{r['dataset']}: {r['why']}" for r in rows), ""]
     return "\n".join(out)
 

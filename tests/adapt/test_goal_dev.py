@@ -77,3 +77,65 @@ def test_the_champion_is_chosen_on_the_goal_requests_only() -> None:
 def test_too_few_goal_requests_fall_back_to_all_of_dev() -> None:
     ids, split = selection_queries({"a": "goal", "b": "seen"}, minimum=30)
     assert ids is None and "all 2 requests" in split
+
+
+def test_expansion_is_measured_as_served_when_chosen_on_goal_requests() -> None:
+    from toolret.adapt.run import expansion_requests
+
+    catalog = _catalog(25)
+    _, held = holdout_units(catalog, 0.2, 3)
+    per_tool = [[f"request {j} for {t.id}" for j in range(4)] for t in catalog.tools]
+    synthetic, _ = split_queries(catalog, per_tool, seed=3)
+    assert expansion_requests(synthetic, per_tool, goal_selection=True) == per_tool
+    train_only = expansion_requests(synthetic, per_tool, goal_selection=False)
+    for tool, texts in zip(catalog.tools, train_only):
+        assert (not texts) if tool.id in held else set(texts) <= set(per_tool[catalog.tool_ids.index(tool.id)])
+    dev_texts = {q.text for q in synthetic.split("dev")}
+    assert not dev_texts & {t for texts in train_only for t in texts}
+
+
+def _scores(**means: tuple[float, float]) -> dict[str, dict[str, np.ndarray]]:
+    """Per candidate, 200 per-query scores uniform in (lo, hi)."""
+    rng = np.random.default_rng(1)
+    qids = np.array([f"q{i}" for i in range(200)])
+    return {n: {"ndcg@5": rng.uniform(lo, hi, 200), "query_id": qids} for n, (lo, hi) in means.items()}
+
+
+KINDS = {"bm25": "untrained", "hybrid": "untrained", "dense-ft": "trained", "hybrid-exp-ft": "expansion"}
+FUSED = {"hybrid", "hybrid-exp-ft"}
+
+
+def test_a_fused_candidate_tied_with_a_single_side_best_is_chosen() -> None:
+    pq = _scores(bm25=(0.2, 0.6), hybrid=(0.25, 0.65), **{"dense-ft": (0.5, 0.9), "hybrid-exp-ft": (0.49, 0.89)})
+    assert choose_champion(pq, KINDS)[0] == "dense-ft"  # without the fused candidates named
+    champion, why = choose_champion(pq, KINDS, fused=FUSED)
+    assert champion == "hybrid-exp-ft" and "not worse on dev than the best single-side dense-ft" in why
+
+
+def test_a_single_side_best_clearly_ahead_stays() -> None:
+    pq = _scores(bm25=(0.2, 0.6), hybrid=(0.25, 0.65), **{"dense-ft": (0.6, 1.0), "hybrid-exp-ft": (0.3, 0.7)})
+    assert choose_champion(pq, KINDS, fused=FUSED)[0] == "dense-ft"
+
+
+def test_a_fused_pick_still_has_to_beat_the_best_untrained() -> None:
+    # dense-ft a hair above hybrid-exp-ft, a hair above hybrid, on the same queries: all tied (p >= 0.05)
+    base = np.random.default_rng(2).uniform(0.3, 0.9, 200)
+    wobble = np.where(np.arange(200) % 2 == 0, 0.05, -0.05)
+    qids = np.array([f"q{i}" for i in range(200)])
+    pq = {n: {"ndcg@5": v, "query_id": qids} for n, v in {
+        "bm25": base - 0.2, "hybrid": base, "hybrid-exp-ft": base + 0.001 + wobble,
+        "dense-ft": base + 0.002 - wobble}.items()}
+    champion, why = choose_champion(pq, KINDS, fused=FUSED)
+    # hybrid-exp-ft is not above hybrid: passed over; the untrained fused hybrid ties with dense-ft and is kept
+    assert champion == "hybrid" and "not worse on dev than the best single-side dense-ft" in why
+
+
+def test_a_tied_fused_candidate_that_does_not_beat_the_untrained_does_not_displace_one_that_does() -> None:
+    base = np.random.default_rng(3).uniform(0.3, 0.7, 200)
+    wobble = np.where(np.arange(200) % 2 == 0, 0.15, -0.15)
+    qids = np.array([f"q{i}" for i in range(200)])
+    # dense-ft clearly above hybrid; hybrid-exp-ft between them, tied with both (wide per-query swings)
+    pq = {n: {"ndcg@5": v, "query_id": qids} for n, v in {
+        "bm25": base - 0.2, "hybrid": base, "dense-ft": base + 0.05, "hybrid-exp-ft": base + 0.025 + wobble}.items()}
+    champion, why = choose_champion(pq, KINDS, fused=FUSED)
+    assert champion == "dense-ft" and "beats the best untrained hybrid" in why

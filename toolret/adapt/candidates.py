@@ -16,8 +16,10 @@ hybrid-exp     expansion  bm25-exp + dense fused, at hybrid's weight (expansion 
 hybrid-exp-ft  expansion  bm25-exp + dense-ft fused, at hybrid's weight (expansion lexical, training dense)
 =============  =========  ==================================================================================
 
-While a candidate is measured on dev, expansion uses the train split's requests only (a held-out tool keeps
-its plain document, as a tool added after the adapt would); the served index expands with all of them.
+While a candidate is measured on dev, expansion uses every request where the champion is chosen on the goal-style
+requests (which no index holds: the measured index is the served one, and a tool added later is expanded when
+re-adapted, as a held-out tool is here), else the train split's only (a held-out tool keeps its plain document);
+the served index expands with all of them.
 
 A fused candidate with a side that read the synthetic requests (trained on them, or documents expanded with
 them) takes its weight from ``hybrid`` (``weight_from``), whose two sides read none: the dev requests are written
@@ -45,6 +47,7 @@ class Candidate:
     kind: str  # untrained | trained | expansion
     build: Callable[[Sequence[Sequence[str]]], Any]  # per-tool expansion requests -> an unfitted Pipeline
     weight_from: str | None = None  # a fused candidate: the candidate whose dev-chosen weight it is built with
+    fused: bool = False  # a lexical and a dense side fused (the choice prefers it to a single-side one it ties with)
 
     @property
     def trained(self) -> bool:
@@ -110,18 +113,20 @@ def candidates(catalog: Catalog, params, work: Path, budget: str, n: int,
         Candidate("bm25-stem", "untrained", lambda _: Pipeline(BM25Retriever(stem), name="bm25-stem")),
         Candidate("dense", "untrained", lambda _: Pipeline(DenseRetriever(params.dense), name="dense")),
         Candidate("hybrid", "untrained", lambda _: Pipeline(HybridRetriever(
-            [BM25Retriever(params.bm25), DenseRetriever(params.dense)], _hybrid_config(params)), name="hybrid")),
+            [BM25Retriever(params.bm25), DenseRetriever(params.dense)], _hybrid_config(params)), name="hybrid"),
+            fused=True),
         Candidate("dense-ft", "trained", lambda _: Pipeline(ft(), name="dense-ft")),
         Candidate("hybrid-ft", "trained", lambda _: Pipeline(HybridRetriever(
-            [BM25Retriever(params.bm25), ft()], _hybrid_config(params)), name="hybrid-ft"), weight_from="hybrid"),
+            [BM25Retriever(params.bm25), ft()], _hybrid_config(params)), name="hybrid-ft"), weight_from="hybrid",
+            fused=True),
         Candidate("bm25-exp", "expansion", expanded("bm25")),
         Candidate("dense-exp", "expansion", expanded("dense")),
         Candidate("hybrid-exp", "expansion", lambda per_tool: Pipeline(HybridRetriever(
             [expansion_index("bm25", per_tool), DenseRetriever(params.dense)], _hybrid_config(params)),
-            name="hybrid-exp"), weight_from="hybrid"),
+            name="hybrid-exp"), weight_from="hybrid", fused=True),
         Candidate("hybrid-exp-ft", "expansion", lambda per_tool: Pipeline(HybridRetriever(
             [expansion_index("bm25", per_tool), ft()], _hybrid_config(params)), name="hybrid-exp-ft"),
-            weight_from="hybrid"),
+            weight_from="hybrid", fused=True),
     ]
     return out
 
