@@ -10,15 +10,14 @@ the catalogue has at least :data:`MIN_UNITS` of them, else single tools -- is he
 dev only (``dev_unseen``: dev measures tools no candidate was trained on, as new tools in a user's catalogue
 will be). A unit is held out by a seeded hash of its name, so tools added later leave the others' split as it
 was. Of the other tools' requests a seeded ``dev_fraction`` is dev (``dev_seen``), the rest train.
+Multi-tool requests are composed, each split from its own single-tool requests
+(:func:`toolret.catalog.synthetic.compose_requests`: 2-3 tools of one parent, or of one category).
 
 Goal-style requests (``goal``, :func:`goal_tools`): for up to ``goal_tools`` held-out tools, a second prompt
 (:func:`toolret.llm.prompts.goal_request_prompt`) writes the user's goal in everyday words, naming neither the
-tool nor its parameters. They are dev only, in a style no candidate was trained on: the subset the champion is
-chosen on (:data:`toolret.adapt.run.SELECT_SUBSET`), since the training requests' own style rewards a trained
-candidate on the rest of dev for the generator's phrasing (on ToolLens, dense-ft led every other dev subset
-and lost to hybrid on the real queries).
-Multi-tool requests are composed, each split from its own single-tool requests
-(:func:`toolret.catalog.synthetic.compose_requests`: 2-3 tools of one parent, or of one category).
+tool nor its parameters (composed into multi-tool ones too). They are dev only, in a style no candidate was
+trained on: the subset the champion is chosen on (:data:`toolret.adapt.run.SELECT_SUBSET`), since the training
+requests' own style rewards a trained candidate on the rest of dev for the generator's phrasing.
 The catalogue's provenance names each dev request's subset (``dev_subsets``: ``seen``, ``unseen``, ``multi``,
 ``goal``),
 so that a dev verdict can be read per kind of request (:func:`toolret.adapt.run.dev_breakdown`).
