@@ -42,3 +42,12 @@ def test_the_section_reads_as_before_where_no_dataset_has_its_own_settings() -> 
     """Other artifacts hash the whole section (ToolRerank's first stage): an empty table must not move them."""
     assert "datasets" not in FinetuneConfig().to_dict()
     assert FinetuneConfig(datasets={"toollens": {"epochs": 2}}).to_dict()["datasets"] == {"toollens": {"epochs": 2}}
+
+
+def test_the_dataset_settings_pick_the_train_pairs_the_key_hashes() -> None:
+    """A per-dataset ``max_train_pairs`` (ToolLens: 0 = all) is the one the key's train pairs are cut with, so
+    that the key written at training (settings already resolved) is the one loading computes from the section."""
+    section = FinetuneConfig(method="lora", model="m", max_train_pairs=1,
+                             datasets={"toollens": {"method": "full", "max_train_pairs": 0}})
+    resolved = section.for_dataset("toollens")
+    assert artifact_key(_catalog("toollens"), section) == artifact_key(_catalog("toollens"), resolved)

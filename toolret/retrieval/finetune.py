@@ -110,9 +110,9 @@ def artifact_key(catalog: Catalog, config: FinetuneConfig) -> dict:
     (not the device), the train pairs and the dev split that selects the step, the base encoder."""
     from toolret.artifact_key import make_key
 
+    config = config.for_dataset(catalog.name)  # first: the dataset's own settings cut its train pairs
     train = training_pairs(catalog, "train", config.docs, config.max_train_pairs, config.seed)
     dev = sorted((q.text, sorted(catalog.gold(q.id))) for q in catalog.split("dev"))
-    config = config.for_dataset(catalog.name)
     settings = {k: v for k, v in config.to_dict().items() if k not in ("device", "model", "datasets")}
     return make_key("dense-ft", settings, {"train": train, "dev": dev}, str(config.model))
 
