@@ -37,3 +37,18 @@ def test_a_fusion_grid_enters_the_key_and_the_paper_default_does_not():
 
     assert "ce_weight" not in artifact_key(with_weights([1.0]), params, "x")["config"]["grid"]
     assert artifact_key(with_weights([1.0, 0.5]), params, "x")["config"]["grid"]["ce_weight"] == [1.0, 0.5]
+
+
+def test_a_first_stage_section_enters_the_key_as_resolved_for_its_dense_ft_catalogue():
+    """Per-dataset fine-tune settings (``finetune.datasets``) move the key of a reranker whose first stage reads
+    that dataset's dense-ft, and of no other."""
+    from toolret.methods.toolrerank.training import artifact_key
+
+    params = load_params(ROOT / "params.yaml")
+    plain = params.replace(finetune=params.finetune.model_copy(update={"datasets": {}}))
+    other = params.replace(finetune=params.finetune.model_copy(update={"datasets": {"elsewhere": {"epochs": 3}}}))
+    train = params.toolrerank.train_dataset
+    mine = params.trained_on.get(train, train)
+    own = params.replace(finetune=params.finetune.model_copy(update={"datasets": {mine: {"epochs": 3}}}))
+    assert artifact_key(params.toolrerank, other, train) == artifact_key(params.toolrerank, plain, train)
+    assert artifact_key(params.toolrerank, own, train) != artifact_key(params.toolrerank, plain, train)

@@ -100,6 +100,12 @@ def library(tools, seen):
                    seen_tools=set(seen.tools), by_tool=apis_by_tool(tools))
 
 
+def _resolved(section, catalogue: str):
+    """A section as it applies to one training catalogue (``finetune.datasets``): other catalogues' settings do not
+    enter the key."""
+    return section.for_dataset(catalogue) if hasattr(section, "for_dataset") else section
+
+
 def artifact_key(config: ToolRerankConfig, params: CoreParams, train_dataset: str) -> dict[str, Any]:
     """The inputs of a ToolRerank artifact (:mod:`toolret.artifact_key`): the training settings, the training
     data (a MANIFEST-verified dataset and the dev carving of ``catalog``), the base encoder, and the first
@@ -112,7 +118,9 @@ def artifact_key(config: ToolRerankConfig, params: CoreParams, train_dataset: st
         del training["mix_datasets"], training["mix_queries"]
     if training["grid"].get("ce_weight") == [1.0]:  # no fusion searched: the key of artifacts made before it
         training["grid"] = {k: v for k, v in training["grid"].items() if k != "ce_weight"}
-    sections = {s: getattr(params, s).to_dict() for s in component(config.first_stage).sections if hasattr(params, s)}
+    dense_ft_catalogue = params.trained_on.get(train_dataset, train_dataset)  # the first stage's dense-ft's
+    sections = {s: _resolved(getattr(params, s), dense_ft_catalogue).to_dict()
+                for s in component(config.first_stage).sections if hasattr(params, s)}
     stage = {"component": config.first_stage, "sections": sections}
     return make_key("toolrerank", training, {"dataset": train_dataset, "catalog": params.catalog.to_dict()},
                     config.base_model, fingerprint(stage))
