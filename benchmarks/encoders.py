@@ -4,8 +4,9 @@ time per 1,000 tool documents and size on disk, measured in the same run.
 Prints and writes JSON (``--out``): per encoder dev Recall@5 / COMP@5 (with the bootstrap CI of
 ``toolret.evaluation``), seconds to encode 1,000 documents (batch ``dense.batch_size``, ``finetune.max_seq_length``
 as the trained encoders see them), parameters and bytes of weights. Usage:
-``python benchmarks/encoders.py --dataset toollens --encoders all-MiniLM-L6-v2 all-mpnet-base-v2 data/models/toollens/dense-ft``
-(``all-mpnet-base-v2`` needs ``make setup-large-encoder``).
+``python benchmarks/encoders.py --dataset toollens --encoders all-MiniLM-L6-v2 all-mpnet-base-v2 data/models/toollens/dense-ft/model``
+(``all-mpnet-base-v2`` needs ``make setup-large-encoder``). The first encoder's ``load_s`` includes importing
+torch and sentence-transformers.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -66,7 +68,7 @@ def main() -> None:
     base = rows[0]["encode_s_per_1000_docs"]
     for row in rows:
         row["encode_time_vs_first"] = round(row["encode_s_per_1000_docs"] / base, 2)
-    out = {"dataset": args.dataset, "split": "dev", "docs": docs, "n_tools": len(catalog.tool_ids),
+    out = {"command": "python benchmarks/encoders.py " + " ".join(sys.argv[1:]), "dataset": args.dataset, "split": "dev", "docs": docs, "n_tools": len(catalog.tool_ids),
            "machine": {"cpus": os.cpu_count(), "platform": platform.platform()}, "encoders": rows}
     text = json.dumps(out, indent=2) + "\n"
     print(text)
