@@ -1,10 +1,10 @@
 """Bi-encoders side by side on a catalogue's dev split (carved from train; never test): quality, encoding
 time per 1,000 tool documents and size on disk, measured in the same run.
 
-Prints and writes JSON (``--out``): per encoder dev Recall@5 / COMP@5 (with the bootstrap CI of
-``toolret.evaluation``), seconds to encode 1,000 documents (batch ``dense.batch_size``, ``finetune.max_seq_length``
-as the trained encoders see them), parameters and bytes of weights. Usage:
-``python benchmarks/encoders.py --dataset toollens --encoders all-MiniLM-L6-v2 all-mpnet-base-v2 data/models/toollens/dense-ft/model``
+Prints and writes JSON (``--out``): per encoder dev Recall@5 / nDCG@5 / COMP@5, seconds to encode 1,000
+documents (batch ``dense.batch_size``, ``finetune.max_seq_length`` as the trained encoders see them),
+parameters and MB of weights. Usage: ``python benchmarks/encoders.py --dataset toollens
+--encoders all-MiniLM-L6-v2 all-mpnet-base-v2 data/models/toollens/dense-ft/model``
 (``all-mpnet-base-v2`` needs ``make setup-large-encoder``). The first encoder's ``load_s`` includes importing
 torch and sentence-transformers.
 """
@@ -68,7 +68,8 @@ def main() -> None:
     base = rows[0]["encode_s_per_1000_docs"]
     for row in rows:
         row["encode_time_vs_first"] = round(row["encode_s_per_1000_docs"] / base, 2)
-    out = {"command": "python benchmarks/encoders.py " + " ".join(sys.argv[1:]), "dataset": args.dataset, "split": "dev", "docs": docs, "n_tools": len(catalog.tool_ids),
+    out = {"command": "python benchmarks/encoders.py " + " ".join(sys.argv[1:]),
+           "dataset": args.dataset, "split": "dev", "docs": docs, "n_tools": len(catalog.tool_ids),
            "machine": {"cpus": os.cpu_count(), "platform": platform.platform()}, "encoders": rows}
     text = json.dumps(out, indent=2) + "\n"
     print(text)

