@@ -12,9 +12,12 @@ One declarative file per method, ``results/matrix/<method>.yaml``::
         record: results/reports/toolrerank_results.json   # a JSON record in git (project-relative)
         at: toolbench-g1-instruction/rows/toolrerank      # the node holding the numbers (see read_node)
         expected: 0.855
-        paper: 0.950                          # optional: the paper's number for the same cell
+        paper: I1-Inst/toolrerank.recall@5    # optional: the paper's number, a reference into a ``papers``
+                                              # table (``<file stem>:`` before it for another file's; a plain
+                                              # number only where no table holds it)
         command: make paper                   # what rebuilds the record
         headline: true                        # shown in the README's headline table
+    papers_unit: percent                      # the tables' numbers are percentages (default: fractions)
     papers:                                   # the paper's tables its report shows (toolret.grid_report)
       I1-Inst: {toolrerank.recall@5: 95.0}
 
@@ -89,13 +92,18 @@ def load_matrix(folder: str | Path) -> list[Cell]:
     files = sorted(folder.glob("*.yaml"))
     if not files:
         raise MatrixError(f"{folder}: no matrix files (*.yaml)")
-    cells: list[Cell] = []
+    docs = {}
     for path in files:
         doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         if not isinstance(doc, dict) or "method" not in doc or not isinstance(doc.get("cells"), list):
             raise MatrixError(f"{path}: needs `method` and a list `cells`")
+        docs[path] = doc
+    tables = {path.stem: (doc.get("papers") or {}, 0.01 if doc.get("papers_unit") == "percent" else 1.0)
+              for path, doc in docs.items()}
+    cells: list[Cell] = []
+    for path, doc in docs.items():
         defaults = {k: doc[k] for k in ("record", "command", "tolerance", "page") if k in doc}
-        known = {"method", "cells", "order", "papers", *defaults}  # papers: toolret.grid_report.paper_numbers
+        known = {"method", "cells", "order", "papers", "papers_unit", *defaults}  # toolret.grid_report.paper_numbers
         if set(doc) - known:
             raise MatrixError(f"{path}: unknown keys {sorted(set(doc) - known)}")
         for i, raw in enumerate(doc["cells"]):
@@ -112,11 +120,32 @@ def load_matrix(folder: str | Path) -> list[Cell]:
                               record=str(entry["record"]), at=str(entry["at"]),
                               expected=float(entry["expected"]), command=str(entry["command"]),
                               tolerance=float(entry.get("tolerance", DEFAULT_TOLERANCE)),
-                              paper=None if entry.get("paper") is None else float(entry["paper"]),
+                              paper=paper_number(entry.get("paper"), path.stem, tables, where),
                               headline=bool(entry.get("headline", False)), fast=bool(entry.get("fast", False)),
                               page=entry.get("page"),
                               label=entry.get("label"), order=int(doc.get("order", 0)), source=where))
     return sorted(cells, key=lambda c: c.order)
+
+
+def paper_number(ref: Any, stem: str, tables: dict[str, tuple[dict[str, Any], float]], where: str) -> float | None:
+    """A cell's ``paper``: ``None``, a number, or ``"[<file stem>:]<column>/<row.metric>"`` read from that matrix
+    file's ``papers`` table (scaled to a fraction where its ``papers_unit`` is ``percent``): one place per number.
+
+    Raises:
+        MatrixError: the reference names no file, column or entry (``where`` names the cell).
+    """
+    if ref is None or isinstance(ref, (int, float)):
+        return None if ref is None else float(ref)
+    text = str(ref)
+    file, _, rest = text.rpartition(":") if ":" in text else (stem, "", text)
+    column, _, key = rest.partition("/")
+    if file not in tables:
+        raise MatrixError(f"{where}: paper {text!r}: no matrix file {file!r}.yaml")
+    table, scale = tables[file]
+    value = (table.get(column) or {}).get(key)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise MatrixError(f"{where}: paper {text!r}: {file}.yaml has no number at papers.{column}.{key}")
+    return round(float(value) * scale, 6)
 
 
 def _step(node: Any, part: str, where: str) -> Any:
@@ -290,5 +319,5 @@ def run(args, root: Path) -> int:
 if __name__ == "__main__":
     raise SystemExit(main())
 
-__all__ = ["Cell", "CellResult", "MatrixError", "check", "check_lines", "headline_table", "load_matrix",
+__all__ = ["Cell", "CellResult", "MatrixError", "check", "check_lines", "headline_table", "load_matrix", "paper_number",
            "read_cell", "render_readme", "rerun"]
