@@ -65,12 +65,13 @@ def _cost(previous: Path, report: dict) -> dict:
     old_cost = old.get("cost") or {"seconds": old["seconds"], "generation": old["generation"]}
     if not old_cost["generation"]["generated_this_run"]:
         return this
-    goal = report["generation"].get("goal") or {}
-    if goal.get("generated_this_run") and not (old_cost["generation"].get("goal") or {}).get("generated_this_run"):
-        # the earlier run wrote no goal-style request: its cost plus this run's goal-style generation
-        return {"seconds": round(old_cost["seconds"] + goal["seconds"], 1),
-                "generation": {**old_cost["generation"], "goal": goal}}
-    return old_cost
+    cost = {"seconds": old_cost["seconds"], "generation": dict(old_cost["generation"])}
+    for part in ("goal", "multi"):  # requests the earlier run did not write: its cost plus this run's for them
+        new = report["generation"].get(part) or {}
+        if new.get("generated_this_run") and not (old_cost["generation"].get(part) or {}).get("generated_this_run"):
+            cost["seconds"] = round(cost["seconds"] + new["seconds"], 1)
+            cost["generation"][part] = new
+    return cost
 
 
 def render() -> str:
@@ -79,7 +80,8 @@ def render() -> str:
             "hybrid-exp-ft"]
     out = ["# `toolret adapt` on the benchmarks, as catalogues without queries", "",
            "adapt reads each dataset's tool documents only (requests written by the default 0.5B generator, "
-           "budget `fast`: 5 per tool); the champion is chosen on the synthetic dev split's goal-style requests "
+           "budget `fast`: 5 per tool, and one request needing every tool of each of up to 200 groups of 2-3 "
+           "related tools); the champion is chosen on the synthetic dev split's goal-style requests "
            "of held-out tools (a second prompt: the user's goal in everyday words, a style no candidate trained on; "
            "`toolret/adapt/synthetic.py`), a fused candidate preferred to a single-side best it ties with "
            "(`toolret.adapt.run.choose_champion`); the dataset's test "
@@ -112,11 +114,12 @@ def render() -> str:
     for r in rows:
         cost = r.get("cost") or r  # the run that generated its requests (a rerun from the shards keeps its cost)
         g = cost["generation"]
-        goal = g.get("goal") or {}
+        goal, multi = g.get("goal") or {}, g.get("multi") or {}
         out.append(f"| {r['dataset']} | {r['n_tools']} | {cost['seconds'] / 60:.1f} min | "
                    f"{cost['seconds'] / 60 / r['n_tools'] * 1000:.0f} min | {g['generated_this_run']}"
                    + (f" + {goal['generated_this_run']} goal-style" if goal.get("generated_this_run") else "")
-                   + f" | {(g['seconds'] + (goal.get('seconds') or 0)) / 60:.1f} min | "
+                   + (f" + {multi['generated_this_run']} multi-tool" if multi.get("generated_this_run") else "")
+                   + f" | {(g['seconds'] + (goal.get('seconds') or 0) + (multi.get('seconds') or 0)) / 60:.1f} min | "
                    f"{g['samples_per_s'] or '- (from committed shards)'} |")
     for path in sorted(RESULTS.glob("incremental-*.json")):
         inc = json.loads(path.read_text())

@@ -132,12 +132,13 @@ def candidates(catalog: Catalog, params, work: Path, budget: str, n: int,
 
 
 # what a budget buys: requests per tool, and dense-ft's training (LoRA adapter on the default encoder)
-# goal_n goal-style dev requests for each of at most goal_tools held-out tools (toolret.adapt.synthetic)
+# goal_n goal-style dev requests for each of at most goal_tools held-out tools, and one multi-tool request for
+# each of at most multi_groups groups of trained-side tools (toolret.adapt.synthetic)
 BUDGETS: dict[str, dict[str, Any]] = {
     # <= 100 LoRA steps of batch 32 (~4 s each on 2 cores): minutes, whatever the catalogue's size
-    "fast": {"n": 5, "goal_n": 3, "goal_tools": 100,
+    "fast": {"n": 5, "goal_n": 3, "goal_tools": 100, "multi_groups": 200,
              "finetune": {"epochs": 2, "max_train_pairs": 1600, "eval_steps": 0, "lr": 1e-3}},
-    "full": {"n": 10, "goal_n": 5, "goal_tools": 200,
+    "full": {"n": 10, "goal_n": 5, "goal_tools": 200, "multi_groups": 600,
              "finetune": {"epochs": 3, "max_train_pairs": 20000, "eval_steps": 100, "lr": 1e-3}},
 }
 

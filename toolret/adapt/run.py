@@ -1,7 +1,8 @@
 """``adapt``: a trained, selected, registered and servable retriever for any catalogue of tools.
 
-1. requests written by an LLM from each tool's document (:mod:`toolret.adapt.synthetic`: resumable shards,
-   held-out tools so that dev measures unseen ones);
+1. requests written by an LLM from the tool documents (:mod:`toolret.adapt.synthetic`: resumable shards,
+   held-out tools so that dev measures unseen ones): single-tool ones per tool, multi-tool ones per group of
+   related tools, goal-style ones of held-out tools;
 2. the candidates of :mod:`toolret.adapt.candidates` built, trained and measured on the synthetic dev split;
 3. the champion: the best on dev's goal-style requests of held-out tools (``SELECT_SUBSET``, ``SELECT_METRIC``;
    all of dev where a catalogue has fewer than ``MIN_SELECT`` of them), a fused candidate preferred to a
@@ -30,7 +31,8 @@ import numpy as np
 
 from toolret.adapt.candidates import BASELINES, BUDGETS, UNTRAINED, candidates, with_weight_of
 from toolret.adapt.catalogue import catalogue_fingerprint, load_tools, tool_fingerprints
-from toolret.adapt.synthetic import GOAL_JOB, HOLDOUT, GeneratorSpec, generate, goal_tools, holdout_units, split_queries
+from toolret.adapt.synthetic import (GOAL_JOB, HOLDOUT, GeneratorSpec, generate, generate_multi, goal_tools,
+                                     holdout_units, multi_groups, split_queries)
 from toolret.errors import AdaptInputError
 
 SELECT_METRIC = "ndcg@5"
@@ -211,7 +213,10 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
     goal_ids = goal_tools(tools, held, BUDGETS[budget]["goal_tools"], seed)
     goal = generate(tools, out, BUDGETS[budget]["goal_n"], generator, generator=llm, shard_prompts=shard_prompts,
                     say=say, job=GOAL_JOB, only=goal_ids)
-    synthetic, split_info = split_queries(tools, gen.per_tool, seed=seed, goal=goal.per_tool)
+    groups = multi_groups(tools, held, BUDGETS[budget]["multi_groups"], seed)
+    multi = generate_multi(tools, out, groups, generator, generator=llm, shard_prompts=shard_prompts, say=say)
+    synthetic, split_info = split_queries(tools, gen.per_tool, seed=seed, goal=goal.per_tool,
+                                          multi=list(zip(groups, multi.per_tool)))
     select_ids, select_split = selection_queries(synthetic.provenance["dev_subsets"])
     if not synthetic.split("train") or not synthetic.split("dev"):
         raise AdaptInputError(f"{tools.name}: too few requests to train and select on ({split_info})")
@@ -264,7 +269,10 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
                        "samples_per_s": gen.samples_per_s, "unparsed": gen.unparsed,
                        "goal": {"tools": len(goal_ids), "samples": goal.samples_requested,
                                 "generated_this_run": goal.samples_generated, "seconds": goal.seconds,
-                                "unparsed": goal.unparsed}},
+                                "unparsed": goal.unparsed},
+                       "multi": {"groups": len(groups), "samples": multi.samples_requested,
+                                 "generated_this_run": multi.samples_generated, "seconds": multi.seconds,
+                                 "unparsed": multi.unparsed}},
         "training_data": split_info, "changes": changes, "adapter_reused": reuse,
         "selection": {"metric": SELECT_METRIC, "split": select_split, "champion": champion, "why": why,
                       "kinds": kinds, "expansion_measured_as_served": as_served},

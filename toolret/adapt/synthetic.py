@@ -11,7 +11,10 @@ dev only (``dev_unseen``: dev measures tools no candidate was trained on, as new
 will be). A unit is held out by a seeded hash of its name, so tools added later leave the others' split as it
 was. Of the other tools' requests a seeded ``dev_fraction`` is dev (``dev_seen``), the rest train.
 Multi-tool requests are composed, each split from its own single-tool requests
-(:func:`toolret.catalog.synthetic.compose_requests`: 2-3 tools of one parent, or of one category).
+(:func:`toolret.catalog.synthetic.compose_requests`: 2-3 tools of one parent, or of one category), and
+written as one request needing every tool of a group (:func:`multi_groups`, :func:`generate_multi`: groups of
+trained-side tools, a seeded ``dev_fraction`` of their requests dev): a composed request asks for each tool in
+turn, a written one states a single need that takes several tools, as a user's scenario does.
 
 Goal-style requests (``goal``, :func:`goal_tools`): for up to ``goal_tools`` held-out tools, a second prompt
 (:func:`toolret.llm.prompts.goal_request_prompt`) writes the user's goal in everyday words, naming neither the
@@ -35,12 +38,13 @@ from pathlib import Path
 from typing import Any
 
 from toolret.errors import AdaptInputError
-from toolret.catalog.model import Catalog, Query
+from toolret.catalog.model import Catalog, Query, Tool
 
 log = logging.getLogger(__name__)
 
 JOB = "reinvoke-queries"  # the shard folder (and prompt) of Re-Invoke's query generator
 GOAL_JOB = "adapt-goal-requests"  # the shard folder of the goal-style requests (toolret.llm.prompts)
+MULTI_JOB = "adapt-multi-requests"  # the shard folder of the multi-tool requests (toolret.llm.prompts)
 MIN_UNITS = 20  # hold out whole parent tools only where there are at least this many
 HOLDOUT = 0.2  # the fraction of units held out
 # samples/s of each generator on 2 CPU cores (transformers, batch 64), for the ETA before any shard of this
@@ -116,30 +120,65 @@ def generate(catalog: Catalog, out: Path, n: int, spec: GeneratorSpec, *, genera
     Raises:
         AdaptInputError: the generator could not be reached, or returned nothing usable for most tools.
     """
-    import time
-
-    from toolret.llm.lazy import LazyCachedLLM
-    from toolret.llm.parsing import parse_single
     from toolret.llm.prompts import QUERY_GEN_PARAMS, goal_request_prompt, query_generation_prompt
-    from toolret.errors import LLMServerError
-    from toolret.llm.shards import StoreFirstGenerator, prompt_key, run_durable
 
     prompt_of = goal_request_prompt if job == GOAL_JOB else query_generation_prompt
     chosen = [only is None or t.id in only for t in catalog.tools]
     prompts = [prompt_of(d) for d, c in zip(catalog.docs("original"), chosen) if c]
     sampling = dataclasses.replace(QUERY_GEN_PARAMS, n=n, max_new_tokens=spec.max_new_tokens,
                                    temperature=spec.temperature, top_p=spec.top_p, seed=spec.seed)
+    what = "goal-style requests" if job == GOAL_JOB else "requests"
+    texts, gen = _generate_prompts(prompts, sampling, spec, out, job, catalog.name, what, "tools", generator=generator,
+                                   project=project, shard_prompts=shard_prompts, say=say)
+    by_prompt = iter(texts)
+    gen.per_tool = [next(by_prompt) if c else [] for c in chosen]
+    return gen
+
+
+def generate_multi(catalog: Catalog, out: Path, groups: Sequence[tuple[str, ...]], spec: GeneratorSpec, *,
+                   generator: Any = None, project: Path | None = None, shard_prompts: int = 50,
+                   say=print) -> Generated:
+    """One request per group of ``groups`` (tool ids, :func:`multi_groups`) needing every tool of it, written
+    by the multi-tool prompt (:func:`toolret.llm.prompts.multi_api_prompt`) where no shard holds it;
+    ``per_tool`` of the result holds, per group, its requests.
+
+    Raises:
+        AdaptInputError: the generator could not be reached, or returned nothing usable for most groups.
+    """
+    from toolret.llm.prompts import MULTI_GEN_PARAMS, multi_api_prompt
+
+    docs = dict(zip(catalog.tool_ids, catalog.docs("original")))
+    prompts = [multi_api_prompt([docs[t] for t in g]) for g in groups]
+    sampling = dataclasses.replace(MULTI_GEN_PARAMS, temperature=spec.temperature, top_p=spec.top_p, seed=spec.seed)
+    texts, gen = _generate_prompts(prompts, sampling, spec, out, MULTI_JOB, catalog.name, "multi-tool requests",
+                                   "groups", generator=generator, project=project, shard_prompts=shard_prompts,
+                                   say=say)
+    gen.per_tool = texts
+    return gen
+
+
+def _generate_prompts(prompts: list[Any], sampling: Any, spec: GeneratorSpec, out: Path, job: str, catalogue: str,
+                      what: str, units: str, *, generator: Any, project: Path | None, shard_prompts: int,
+                      say) -> tuple[list[list[str]], Generated]:
+    """Each prompt's parsed requests (``sampling.n`` asked, from the shards where they hold them) and the cost."""
+    import time
+
+    from toolret.errors import LLMServerError
+    from toolret.llm.lazy import LazyCachedLLM
+    from toolret.llm.parsing import parse_single
+    from toolret.llm.shards import StoreFirstGenerator, prompt_key, run_durable
+
+    n = sampling.n
     store = _store(out, spec, project)
     missing = store.missing(prompts, sampling)
-    tools_missing = len({prompt_key(r.prompt) for r in missing})
+    units_missing = len({prompt_key(r.prompt) for r in missing})
     rate = _throughput(store, spec)
-    what = "goal-style requests" if job == GOAL_JOB else "requests"
     if missing:
-        say(f"adapt: generating {len(missing)} {what} for {tools_missing} of {len(prompts)} tools with "
+        say(f"adapt: generating {len(missing)} {what} for {units_missing} of {len(prompts)} {units} with "
             f"{spec.model} ({spec.engine}); ETA ~{len(missing) / rate / 60:.1f} min at ~{rate:.2f} samples/s "
             f"(resumable: shards under {store.root})")
     else:
-        say(f"adapt: all {len(prompts) * n} {what} of {len(prompts)} tools are in the shards: no generation")
+        say(f"adapt: all {len(prompts) * n} {what} of {len(prompts)} {units} are in the shards: no generation")
 
     cfg = _llm_config(spec)
     llm = LazyCachedLLM(cfg, cache_path=out / "generations" / "llm-cache.jsonl", generator=generator)
@@ -152,36 +191,32 @@ def generate(catalog: Catalog, out: Path, n: int, spec: GeneratorSpec, *, genera
     summary = {"samples": 0}
     if missing:
         try:
-            summary = run_durable(store, job, prompts, sampling, gen, {"method": "adapt", "catalog": catalog.name,
-                                                                        "tools": len(prompts)},
+            summary = run_durable(store, job, prompts, sampling, gen, {"method": "adapt", "catalog": catalogue,
+                                                                        units: len(prompts)},
                                   shard_prompts=shard_prompts)
         except (ConnectionError, OSError, TimeoutError, LLMServerError) as e:
             raise AdaptInputError(f"the generator {spec.model!r} on {spec.engine!r}"
                                   + (f" at {spec.base_url}" if spec.base_url else "")
                                   + f" failed: {e}; nothing was registered (rerun to resume)") from None
     seconds = time.perf_counter() - t0
-    per_tool, unparsed = [], 0
-    by_tool = iter(prompts)
-    for c in chosen:
-        if not c:
-            per_tool.append([])
-            continue
-        key, texts = prompt_key(next(by_tool)), []
+    texts, unparsed = [], 0
+    for prompt in prompts:
+        key, got = prompt_key(prompt), []
         for j in range(n):
             rec = store.get(key, sampling, j)
             parsed = parse_single(rec["output"], finish_reason=rec.get("finish_reason")) if rec else None
             if parsed is not None and parsed.ok:
-                texts.append(parsed.items[0])
+                got.append(parsed.items[0])
             else:
                 unparsed += 1
-        per_tool.append(texts)
-    without = sum(1 for t, c in zip(per_tool, chosen) if c and not t)
+        texts.append(got)
+    without = sum(1 for t in texts if not t)
     if without > len(prompts) / 2:
         raise AdaptInputError(f"the generator {spec.model!r} returned no usable request for {without} of "
-                              f"{len(prompts)} tools (garbage or refusals); nothing was registered")
-    return Generated(per_tool, len(prompts) * n, int(summary.get("samples", 0)), tools_missing, round(seconds, 1),
-                     round(summary["samples"] / seconds, 3) if summary.get("samples") and seconds > 0 else None,
-                     unparsed, {**spec.describe(), **store.provenance})
+                              f"{len(prompts)} {units} (garbage or refusals); nothing was registered")
+    return texts, Generated([], len(prompts) * n, int(summary.get("samples", 0)), units_missing, round(seconds, 1),
+                            round(summary["samples"] / seconds, 3) if summary.get("samples") and seconds > 0 else None,
+                            unparsed, {**spec.describe(), **store.provenance})
 
 
 def _llm_config(spec: GeneratorSpec):
@@ -219,14 +254,54 @@ def goal_tools(catalog: Catalog, held: set[str], cap: int, seed: int) -> set[str
     return set(ids[:cap])
 
 
+def multi_groups(catalog: Catalog, held: set[str], cap: int, seed: int) -> list[tuple[str, ...]]:
+    """Groups of 2-3 trained-side tools (none of ``held``) a multi-tool request is written for, drawn from the
+    tool documents alone: up to ``cap`` anchor tools (the lowest seeded draws), each with 1-2 partners -- of its
+    parent tool for about half the anchors (a seeded draw of their own) where the parent has another tool, else one tool of each of other parent
+    tools of its category, else (a catalogue with neither) any other tools. Partners are the lowest draws of
+    ``(anchor, partner)``, so a tool added later changes a group only where it becomes an anchor or a partner.
+    Each group once, in catalogue order."""
+    position = {t.id: i for i, t in enumerate(catalog.tools)}
+    side = [t for t in catalog.tools if t.id not in held]
+    by_parent: dict[str, list[Tool]] = {}
+    by_category: dict[str, list[Tool]] = {}
+    for t in side:
+        by_parent.setdefault(t.tool or t.id, []).append(t)
+        if t.category:
+            by_category.setdefault(t.category, []).append(t)
+    hierarchy = any(len(v) > 1 for v in by_parent.values()) or any(len(v) > 1 for v in by_category.values())
+    groups: dict[tuple[str, ...], None] = {}
+    for a in sorted(side, key=lambda t: _unit_draw(seed + 11, t.id))[:cap]:
+        parent = a.tool or a.id
+        same = [t for t in by_parent[parent] if t.id != a.id]
+        other = [t for t in by_category.get(a.category or "", []) if (t.tool or t.id) != parent]
+        pool = same if same and (_unit_draw(seed + 14, a.id) < 0.5 or not other) else other
+        if not hierarchy:
+            pool = [t for t in side if t.id != a.id]
+        partners: list[Tool] = []
+        for t in sorted(pool, key=lambda t: _unit_draw(seed + 12, f"{a.id}|{t.id}")):
+            if pool is other and any((p.tool or p.id) == (t.tool or t.id) for p in partners):
+                continue  # one tool of each other parent
+            partners.append(t)
+            if len(partners) == 1 + (_unit_draw(seed + 13, a.id) < 0.5):
+                break
+        if partners:
+            groups.setdefault(tuple(sorted([a.id, *(t.id for t in partners)], key=position.__getitem__)), None)
+    return list(groups)
+
+
 def split_queries(catalog: Catalog, per_tool: Sequence[Sequence[str]], *, seed: int = 13, holdout: float = HOLDOUT,
                   dev_fraction: float = 0.1, compose: float = 0.5,
-                  goal: Sequence[Sequence[str]] | None = None) -> tuple[Catalog, dict[str, Any]]:
+                  goal: Sequence[Sequence[str]] | None = None,
+                  multi: Sequence[tuple[Sequence[str], Sequence[str]]] = ()) -> tuple[Catalog, dict[str, Any]]:
     """The synthetic training catalogue (train / dev splits) and its counts (module docstring); ``goal``: per
-    tool, its goal-style requests (dev only; only a held-out tool may have any).
+    tool, its goal-style requests (dev only; only a held-out tool may have any); ``multi``: ``(tool ids,
+    requests)`` of generated multi-tool requests (:func:`multi_groups`; a seeded ``dev_fraction`` of them dev,
+    subset ``multi``, the rest train).
 
     Raises:
-        AdaptInputError: a goal-style request of a tool that is not held out (it would measure a trained tool).
+        AdaptInputError: a goal-style request of a tool that is not held out, or a multi-tool one of a tool
+            that is (either would measure a trained tool).
     """
     from toolret.catalog.synthetic import compose_requests
 
@@ -275,6 +350,23 @@ def split_queries(catalog: Catalog, per_tool: Sequence[Sequence[str]], *, seed: 
         qrels[qid] = {t: 1 for t in ids}
         subsets[qid] = "goal"
     counts["multi_goal"] = len(composed)
+    counts["multi_generated_train"] = counts["multi_generated_dev"] = 0
+    multi_rng = random.Random(seed + 6)
+    for g, (ids, texts) in enumerate(multi):
+        if set(ids) & held:
+            raise AdaptInputError(f"a multi-tool request of the held-out tool(s) {sorted(set(ids) & held)}")
+        for j, text in enumerate(texts):
+            key = " ".join(text.lower().split())
+            if key in seen_texts:
+                continue
+            seen_texts.add(key)
+            split = "dev" if multi_rng.random() < dev_fraction else "train"
+            qid = f"syn-multigen-{g}-{j}"
+            queries.append(Query(qid, text, split))
+            qrels[qid] = {t: 1 for t in ids}
+            counts[f"multi_generated_{split}"] += 1
+            if split == "dev":
+                subsets[qid] = "multi"
     for split, offset in (("dev", 3), ("train", 4)):
         composed = compose_requests(catalog, singles[split], round(compose * len(singles[split])),
                                     random.Random(seed + offset))
@@ -291,5 +383,5 @@ def split_queries(catalog: Catalog, per_tool: Sequence[Sequence[str]], *, seed: 
     return Catalog(f"{catalog.name}-synthetic", list(catalog.tools), queries, qrels, provenance), info
 
 
-__all__ = ["DEFAULT_THROUGHPUT", "GOAL_JOB", "GeneratorSpec", "Generated", "HOLDOUT", "JOB", "generate", "goal_tools",
-           "holdout_units", "split_queries"]
+__all__ = ["DEFAULT_THROUGHPUT", "GOAL_JOB", "GeneratorSpec", "Generated", "HOLDOUT", "JOB", "MULTI_JOB", "generate",
+           "generate_multi", "goal_tools", "holdout_units", "multi_groups", "split_queries"]
