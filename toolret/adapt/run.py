@@ -120,9 +120,9 @@ def choose_champion(per_query: dict[str, dict[str, np.ndarray]], kinds: dict[str
                     metric: str = SELECT_METRIC, fused: frozenset[str] | set[str] = frozenset()) -> tuple[str, str]:
     """``(champion, why)`` from per-query dev scores only (of the selection queries).
 
-    1. The best candidate by mean ``metric``; where it has one side only and a ``fused`` candidate (a lexical
-       and a dense side) is not worse than it with paired p < :data:`ALPHA` and passes 2., the best such fused
-       candidate instead: requests an LLM wrote can teach a single encoder their own phrasing in ways no
+    1. The best candidate by mean ``metric``; where it has one side only and a trained or expanded ``fused``
+       candidate (a lexical and a dense side) is not worse than it with paired p < :data:`ALPHA` and passes 2.,
+       the best such fused candidate instead (an untrained one is 2.'s to weigh, as the best untrained): requests an LLM wrote can teach a single encoder their own phrasing in ways no
        synthetic dev shows, and an untrained BM25 side bounds what that costs on real requests (BEIR: BM25 is
        the robust one out of domain). On ToolLens, dense-ft alone led the goal-style dev requests by 0.001
        over hybrid-exp-ft and scored below the untrained dense on the real queries.
@@ -143,7 +143,7 @@ def choose_champion(per_query: dict[str, dict[str, np.ndarray]], kinds: dict[str
 
     pick, how = best, f"{best} is the best on dev ({metric} {score[best]:.3f})"
     if best not in fused:
-        tied = [n for n in fused if n in score and passes(n)
+        tied = [n for n in fused if n in score and kinds[n] != "untrained" and passes(n)
                 and _paired(per_query[n][metric], per_query[best][metric]) >= ALPHA]
         if tied:
             pick = top(tied)
