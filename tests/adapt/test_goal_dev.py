@@ -152,3 +152,12 @@ def test_an_untrained_fused_candidate_is_no_tie_break_for_a_trained_best() -> No
     kinds = {"dense": "untrained", "hybrid": "untrained", "dense-ft": "trained"}
     champion, why = choose_champion(pq, kinds, fused={"hybrid"})
     assert champion == "dense-ft" and "beats the best untrained dense" in why
+
+
+def test_few_held_out_tools_get_more_goal_requests_each_up_to_a_cap() -> None:
+    from toolret.adapt.run import goal_requests_per_tool
+
+    assert goal_requests_per_tool(40, 3) == 3  # 120 in all: the budget's
+    assert goal_requests_per_tool(13, 3) == 8  # 104 >= 100
+    assert goal_requests_per_tool(4, 3) == 10  # capped
+    assert goal_requests_per_tool(0, 3) == 3

@@ -5,6 +5,7 @@
    related tools, goal-style ones of held-out tools;
 2. the candidates of :mod:`toolret.adapt.candidates` built, trained and measured on the synthetic dev split;
 3. the champion: the best on dev's goal-style requests of held-out tools (``SELECT_SUBSET``, ``SELECT_METRIC``;
+   at least ``SELECT_TARGET`` of them asked for, :func:`goal_requests_per_tool`;
    all of dev where a catalogue has fewer than ``MIN_SELECT`` of them), a fused candidate preferred to a
    single-side best it ties with (:func:`choose_champion`); a trained candidate must beat the best untrained
    one with a paired p < 0.05 there, else the best untrained one stays champion and the report says so;
@@ -38,6 +39,10 @@ from toolret.errors import AdaptInputError
 SELECT_METRIC = "ndcg@5"
 SELECT_SUBSET = "goal"  # the dev requests the champion is chosen on (toolret.adapt.synthetic)
 MIN_SELECT = 30  # fewer requests of SELECT_SUBSET than this: the choice reads all of dev
+# goal-style requests asked for in all, at least: more per held-out tool where few tools are held out (up to
+# GOAL_MAX_PER_TOOL each), since a paired test on a few dozen requests rarely tells candidates apart
+SELECT_TARGET = 100
+GOAL_MAX_PER_TOOL = 10
 KS = (1, 3, 5, 10)
 ALPHA = 0.05
 REUSE_FRACTION = 0.1  # re-adapt: keep the trained adapter while at most this fraction of tools changed
@@ -83,6 +88,15 @@ def _paired(a: np.ndarray, b: np.ndarray) -> float:
     from toolret.metrics import paired_test
 
     return round(float(paired_test(a, b, method="randomization", seed=13)["p_value"]), 4)
+
+
+def goal_requests_per_tool(n_goal_tools: int, budget_n: int, target: int = SELECT_TARGET,
+                           cap: int = GOAL_MAX_PER_TOOL) -> int:
+    """Goal-style requests to write per held-out tool: the budget's ``budget_n``, or more where ``n_goal_tools``
+    of them would give fewer than ``target`` in all (at most ``cap`` per tool)."""
+    if n_goal_tools <= 0:
+        return budget_n
+    return max(budget_n, min(cap, -(-target // n_goal_tools)))
 
 
 def selection_queries(subsets: dict[str, str], subset: str = SELECT_SUBSET,
@@ -211,8 +225,8 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
     gen = generate(tools, out, n, generator, generator=llm, shard_prompts=shard_prompts, say=say)
     _, held = holdout_units(tools, HOLDOUT, seed)
     goal_ids = goal_tools(tools, held, BUDGETS[budget]["goal_tools"], seed)
-    goal = generate(tools, out, BUDGETS[budget]["goal_n"], generator, generator=llm, shard_prompts=shard_prompts,
-                    say=say, job=GOAL_JOB, only=goal_ids)
+    goal = generate(tools, out, goal_requests_per_tool(len(goal_ids), BUDGETS[budget]["goal_n"]), generator,
+                    generator=llm, shard_prompts=shard_prompts, say=say, job=GOAL_JOB, only=goal_ids)
     groups = multi_groups(tools, held, BUDGETS[budget]["multi_groups"], seed)
     multi = generate_multi(tools, out, groups, generator, generator=llm, shard_prompts=shard_prompts, say=say)
     synthetic, split_info = split_queries(tools, gen.per_tool, seed=seed, goal=goal.per_tool,
@@ -267,7 +281,8 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
         "generation": {"samples": gen.samples_requested, "generated_this_run": gen.samples_generated,
                        "tools_generated_this_run": gen.tools_generated, "seconds": gen.seconds,
                        "samples_per_s": gen.samples_per_s, "unparsed": gen.unparsed,
-                       "goal": {"tools": len(goal_ids), "samples": goal.samples_requested,
+                       "goal": {"tools": len(goal_ids), "per_tool": goal.samples_requested // max(len(goal_ids), 1),
+                                "samples": goal.samples_requested,
                                 "generated_this_run": goal.samples_generated, "seconds": goal.seconds,
                                 "unparsed": goal.unparsed},
                        "multi": {"groups": len(groups), "samples": multi.samples_requested,
@@ -430,7 +445,6 @@ def resolve_index(ref: str, tracking_uri: str | None = None) -> str:
     return str(source if source.is_absolute() else project_dir() / source)
 
 
-__all__ = ["ALPHA", "CARD", "EXPERIMENT", "MIN_SELECT", "SELECT_METRIC", "SELECT_SUBSET", "adapt", "choose_champion",
-           "dev_breakdown", "expansion_requests", "restrict", "selection_queries",
-           "log_and_register",
-           "model_card_markdown", "resolve_index"]
+__all__ = ["ALPHA", "CARD", "EXPERIMENT", "MIN_SELECT", "SELECT_METRIC", "SELECT_SUBSET", "SELECT_TARGET", "adapt",
+           "choose_champion", "dev_breakdown", "expansion_requests", "goal_requests_per_tool", "log_and_register",
+           "model_card_markdown", "resolve_index", "restrict", "selection_queries"]
