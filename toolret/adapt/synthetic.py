@@ -313,42 +313,42 @@ def split_queries(catalog: Catalog, per_tool: Sequence[Sequence[str]], *, seed: 
     seen_texts: set[str] = set()
     counts = {"train": 0, "dev_seen": 0, "dev_unseen": 0}
     subsets: dict[str, str] = {}
+
+    def fresh(text: str) -> bool:
+        """Whether ``text`` is new (case and spacing aside); the first of equal requests is the one kept."""
+        key = " ".join(text.lower().split())
+        if key in seen_texts:
+            return False
+        seen_texts.add(key)
+        return True
+
+    def add(qid: str, text: str, split: str, gold, subset: str | None) -> None:
+        queries.append(Query(qid, text, split))
+        qrels[qid] = {t: 1 for t in gold}
+        if split == "dev" and subset:
+            subsets[qid] = subset
+
     for tool, texts in zip(catalog.tools, per_tool):
         for j, text in enumerate(texts):
-            key = " ".join(text.lower().split())
-            if key in seen_texts:
+            if not fresh(text):
                 continue
-            seen_texts.add(key)
             bucket = "dev_unseen" if tool.id in held else "dev_seen" if rng.random() < dev_fraction else "train"
             split = "train" if bucket == "train" else "dev"
-            qid = f"syn-{tool.id}-{j}"
-            queries.append(Query(qid, text, split))
-            qrels[qid] = {tool.id: 1}
+            add(f"syn-{tool.id}-{j}", text, split, [tool.id], bucket.removeprefix("dev_"))
             counts[bucket] += 1
             singles[split].append((text, tool.id))
-            if split == "dev":
-                subsets[qid] = bucket.removeprefix("dev_")
     goal_singles: list[tuple[str, str]] = []
     for tool, texts in zip(catalog.tools, goal or ()):
         if texts and tool.id not in held:
             raise AdaptInputError(f"goal-style requests of {tool.id!r}, which is not a held-out tool")
         for j, text in enumerate(texts):
-            key = " ".join(text.lower().split())
-            if key in seen_texts:
-                continue
-            seen_texts.add(key)
-            qid = f"syn-goal-{tool.id}-{j}"
-            queries.append(Query(qid, text, "dev"))
-            qrels[qid] = {tool.id: 1}
-            subsets[qid] = "goal"
-            goal_singles.append((text, tool.id))
+            if fresh(text):
+                add(f"syn-goal-{tool.id}-{j}", text, "dev", [tool.id], "goal")
+                goal_singles.append((text, tool.id))
     counts["dev_goal"] = len(goal_singles)
     composed = compose_requests(catalog, goal_singles, round(compose * len(goal_singles)), random.Random(seed + 5))
     for j, (text, ids) in enumerate(composed):
-        qid = f"syn-goal-multi{j}"
-        queries.append(Query(qid, text, "dev"))
-        qrels[qid] = {t: 1 for t in ids}
-        subsets[qid] = "goal"
+        add(f"syn-goal-multi{j}", text, "dev", ids, "goal")
     counts["multi_goal"] = len(composed)
     counts["multi_generated_train"] = counts["multi_generated_dev"] = 0
     multi_rng = random.Random(seed + 6)
@@ -356,26 +356,15 @@ def split_queries(catalog: Catalog, per_tool: Sequence[Sequence[str]], *, seed: 
         if set(ids) & held:
             raise AdaptInputError(f"a multi-tool request of the held-out tool(s) {sorted(set(ids) & held)}")
         for j, text in enumerate(texts):
-            key = " ".join(text.lower().split())
-            if key in seen_texts:
-                continue
-            seen_texts.add(key)
-            split = "dev" if multi_rng.random() < dev_fraction else "train"
-            qid = f"syn-multigen-{g}-{j}"
-            queries.append(Query(qid, text, split))
-            qrels[qid] = {t: 1 for t in ids}
-            counts[f"multi_generated_{split}"] += 1
-            if split == "dev":
-                subsets[qid] = "multi"
+            if fresh(text):
+                split = "dev" if multi_rng.random() < dev_fraction else "train"
+                add(f"syn-multigen-{g}-{j}", text, split, ids, "multi")
+                counts[f"multi_generated_{split}"] += 1
     for split, offset in (("dev", 3), ("train", 4)):
         composed = compose_requests(catalog, singles[split], round(compose * len(singles[split])),
                                     random.Random(seed + offset))
         for j, (text, ids) in enumerate(composed):
-            qid = f"syn-multi-{split}{j}"
-            queries.append(Query(qid, text, split))
-            qrels[qid] = {t: 1 for t in ids}
-            if split == "dev":
-                subsets[qid] = "multi"
+            add(f"syn-multi-{split}{j}", text, split, ids, "multi")
         counts[f"multi_{split}"] = len(composed)
     info = {"holdout_unit": kind, "held_out_tools": len(held), "tools": len(catalog.tools),
             "tools_with_requests": sum(1 for t in per_tool if t), **counts}
