@@ -161,14 +161,18 @@ def test_a_cells_paper_number_is_read_from_a_papers_table_in_its_unit(tmp_path) 
     folder.mkdir()
     (folder / "a.yaml").write_text("method: A\nrecord: r\ncommand: c\npapers_unit: percent\npapers:\n"
                                    "  T1: {x.recall@5: 95.0}\ncells:\n"
-                                   "  - {dataset: d, condition: x, metric: recall@5, at: n, expected: 0.9, paper: T1/x.recall@5}\n")
+                                   "  - {dataset: d, condition: x, metric: recall@5, at: n, expected: 0.9,"
+                                   " paper: T1/x.recall@5}\n")
     (folder / "b.yaml").write_text("method: B\nrecord: r\ncommand: c\ncells:\n"
-                                   "  - {dataset: d, condition: y, metric: recall@5, at: n, expected: 0.4, paper: 'a:T1/x.recall@5'}\n"
+                                   "  - {dataset: d, condition: y, metric: recall@5, at: n, expected: 0.4,"
+                                   " paper: 'a:T1/x.recall@5'}\n"
                                    "  - {dataset: d, condition: z, metric: recall@5, at: n, expected: 0.4, paper: 0.25}\n")
     assert [c.paper for c in load_matrix(folder)] == [0.95, 0.95, 0.25]
     (folder / "b.yaml").write_text("method: B\nrecord: r\ncommand: c\ncells:\n"
-                                   "  - {dataset: d, condition: y, metric: recall@5, at: n, expected: 0.4, paper: 'a:T2/x.recall@5'}\n")
-    with pytest.raises(MatrixError, match=r"b\.yaml cell 0: paper 'a:T2/x.recall@5': a\.yaml has no number at papers\.T2"):
+                                   "  - {dataset: d, condition: y, metric: recall@5, at: n, expected: 0.4,"
+                                   " paper: 'a:T2/x.recall@5'}\n")
+    with pytest.raises(MatrixError, match=r"b\.yaml cell 0: paper 'a:T2/x\.recall@5': a\.yaml has no number at "
+                                          r"papers\.T2"):
         load_matrix(folder)
 
 
@@ -190,5 +194,6 @@ def test_no_committed_cell_repeats_a_number_a_papers_table_holds() -> None:
                 same = [t for t in tables.get(f"{cell['condition']}.{cell['metric']}", [])
                         if abs(t[2] - cell["paper"]) < 6e-4]
                 if same:
-                    repeated.append(f"{path.name} cell {i}: {cell['paper']} is {same[0][0]}.yaml papers.{same[0][1]}")
+                    repeated.append(f"{path.name} cell {i}: {cell['paper']} is "
+                                    f"{same[0][0]}.yaml papers.{same[0][1]}")
     assert not repeated, "\n".join(repeated)

@@ -136,9 +136,10 @@ def choose_champion(per_query: dict[str, dict[str, np.ndarray]], kinds: dict[str
 
     1. The best candidate by mean ``metric``; where it has one side only and a trained or expanded ``fused``
        candidate (a lexical and a dense side) is not worse than it with paired p < :data:`ALPHA` and passes 2.,
-       the best such fused candidate instead (an untrained one is 2.'s to weigh, as the best untrained): requests an LLM wrote can teach a single encoder their own phrasing in ways no
-       synthetic dev shows, and an untrained BM25 side bounds what that costs on real requests (BEIR: BM25 is
-       the robust one out of domain). On ToolLens, dense-ft alone led the goal-style dev requests by 0.001
+       the best such fused candidate instead (an untrained one is 2.'s to weigh, as the best untrained):
+       requests an LLM wrote can teach a single encoder their own phrasing in ways no synthetic dev shows,
+       and an untrained BM25 side bounds what that costs on real requests (BEIR: BM25 is the robust one out
+       of domain). On ToolLens, dense-ft alone led the goal-style dev requests by 0.001
        over hybrid-exp-ft and scored below the untrained dense on the real queries.
     2. A trained (or expanded) pick must beat the best untrained candidate with paired p < :data:`ALPHA`,
        else the best untrained one stays champion.
@@ -281,8 +282,7 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
         "generation": {"samples": gen.samples_requested, "generated_this_run": gen.samples_generated,
                        "tools_generated_this_run": gen.tools_generated, "seconds": gen.seconds,
                        "samples_per_s": gen.samples_per_s, "unparsed": gen.unparsed,
-                       "goal": {"tools": len(goal_ids), "per_tool": goal.samples_requested // max(len(goal_ids), 1),
-                                "samples": goal.samples_requested,
+                       "goal": {"tools": len(goal_ids), "samples": goal.samples_requested,
                                 "generated_this_run": goal.samples_generated, "seconds": goal.seconds,
                                 "unparsed": goal.unparsed},
                        "multi": {"groups": len(groups), "samples": multi.samples_requested,
