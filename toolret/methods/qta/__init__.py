@@ -10,7 +10,10 @@ Its :data:`METHOD` (see :mod:`toolret.registry`) holds:
 - pipelines ``qta`` = ``qta-rewriter+dense`` and ``qta-zs`` = ``qta-base+dense`` (frozen all-MiniLM-L6-v2);
 - the ``qta:`` params section (:class:`config.QTASection`) and three stages per ``qta.runs`` entry:
   preference data, adapter (both costly), and the evaluation grid ``qta.grid`` (paired tests vs dense);
-- the report ``toolret report-ablations --method qta`` (per-fold table, mean over folds, paper numbers).
+- the report ``toolret report-ablations --method qta`` (per-fold table, mean over folds, paper numbers);
+- synthetic requests (``qta.synthetic``): component and pipeline ``qta-syn``, the rewriter trained on a
+  benchmark's synthetic training catalogue (no labelled query read), stages ``qta_synthetic`` (preference
+  data + adapter on the training catalogue) and ``qta_synthetic_evaluate`` (its grid on the benchmark).
 
 Importing this package is cheap (no torch / transformers / trl): the heavy parts load on use.
 """
@@ -51,6 +54,33 @@ def _build(trained: bool):
     return build
 
 
+def _build_synthetic(ctx: BuildContext):
+    """``qta-syn``: on a benchmark of ``qta.synthetic.runs`` (or a fold of one), the adapter trained on its
+    synthetic training catalogue (frozen); on that training catalogue itself, the rewriter ``fit`` trains."""
+    from toolret.catalog.folds import base_dataset
+    from toolret.errors import ConfigError
+    from toolret.llm.models import generator_artifact_dir
+    from toolret.methods.qta.components import QTARewriter
+    from toolret.methods.qta.config import DEFAULT_LLM
+
+    section = ctx.params.qta
+    cfg = section.synthetic_config()
+    name = base_dataset(ctx.catalog)
+    benchmark = section.synthetic.benchmark_of(name)
+    training = name if benchmark else section.synthetic.training_catalog(name)
+    if training is None:
+        raise ConfigError(f"qta-syn: dataset {name!r} has no synthetic training catalogue (params.yaml "
+                          f"qta.synthetic.runs names {sorted(section.synthetic.runs) or 'none'})")
+    docs = cfg.docs_for(benchmark or name)
+    models = ctx.artifact_dir("models").parent / training / "qta"
+    preferences = generator_artifact_dir(ctx.artifact_dir(ARTIFACTS).parent / training, cfg.llm_model,
+                                         DEFAULT_LLM) / "preferences.jsonl"
+    adapter_root = Path(ctx.model) if (benchmark and ctx.model) else models
+    return QTARewriter(cfg, documents=ctx.catalog.docs(docs), tool_ids=ctx.catalog.tool_ids,
+                       adapter_root=adapter_root, preferences=preferences, docs=docs,
+                       dense_config=ctx.params.dense, frozen=not benchmark)
+
+
 _RUN = "--catalog data/curated/${item.dataset} --set catalog.folds=${item.folds} --set catalog.fold=${item.fold}"
 
 METHOD = register_method(Method(
@@ -63,9 +93,13 @@ METHOD = register_method(Method(
         Component("qta-base", "rewriter", _build(False), loads("toolret.methods.qta.components:QTARewriter"), ("qta", "dense"),
                   "QTA's prompt on the untrained LLM (zero-shot); its fit samples the DPO preference data",
                   trains=True),
+        Component("qta-syn", "rewriter", _build_synthetic, loads("toolret.methods.qta.components:QTARewriter"),
+                  ("qta", "dense"), "QTA's rewriter trained by DPO on a synthetic training catalogue of the "
+                  "benchmark's tools (LLM-written requests, no labelled query)"),
     ),
     pipelines=(NamedPipeline("qta", "qta-rewriter+dense", "QTA (trained rewriter over frozen dense)"),
-               NamedPipeline("qta-zs", "qta-base+dense", "QTA prompt, untrained LLM, over frozen dense")),
+               NamedPipeline("qta-zs", "qta-base+dense", "QTA prompt, untrained LLM, over frozen dense"),
+               NamedPipeline("qta-syn", "qta-syn+dense", "QTA trained on synthetic requests, over frozen dense")),
     stages=(
         StageTemplate(
             name="qta_preferences", order=42, costly=True, foreach="${qta.runs}",
@@ -94,6 +128,27 @@ METHOD = register_method(Method(
             deps=("data/curated/${item.dataset}", "data/models/${key}/qta"),
             params=("qta", "dense", "catalog", "evaluation"),
             outs=("data/runs/${key}/qta",),
+        ),
+        StageTemplate(
+            name="qta_synthetic", order=44, costly=True, trains=True, foreach="${qta.synthetic.runs}",
+            desc="QTA on synthetic requests: DPO preference data over the benchmark's synthetic training catalogue "
+                 "(rank rewards from frozen dense) and the LoRA adapter trained on it",
+            cmd="toolret fit --method qta-syn --catalog data/curated/${item.catalog} --out data/models/${item.catalog}/qta",
+            entry="toolret.cli:cmd_fit", components=("qta-syn+dense",), deps=("data/curated/${item.catalog}",),
+            params=("qta", "dense", "catalog"),
+            outs=in_git("data/models/${item.catalog}/qta", "data/qta/${item.catalog}/preferences.jsonl",
+                        "data/qta/${item.catalog}/preferences.meta.json"),
+        ),
+        StageTemplate(
+            name="qta_synthetic_evaluate", order=63, foreach="${qta.synthetic.runs}",
+            desc="QTA trained on synthetic requests, evaluated on every test query of the benchmark "
+                 "(qta.synthetic.grid, paired tests vs dense)",
+            cmd="toolret evaluate-grid --catalog data/curated/${key} --grid qta.synthetic.grid --docs ${item.docs} "
+                "--out data/runs/${key}/qta-synthetic",
+            entry="toolret.cli:cmd_evaluate_grid", components=("qta-syn", "dense"),
+            deps=("data/curated/${key}", "data/models/${item.catalog}/qta"),
+            params=("qta", "dense", "catalog", "evaluation"),
+            outs=("data/runs/${key}/qta-synthetic",),
         ),
     ),
     report="toolret.methods.qta.report:write_report",

@@ -23,13 +23,19 @@ where we depart from it for 2 CPU cores, are ours and written down here:
 - no dev split exists in a 10-query fold. The project's settings (params.yaml) were chosen on fold 0 only
   and are reported on folds 1-3 (docs/RESULTS.md): the 0.5B rewriter, LoRA r 8 / alpha 16 on the attention
   projections, ``rewrites_only``, 4 epochs, ``search: query_and_rewrite``.
+
+Synthetic training requests (``qta.synthetic``, pipeline ``qta-syn``; not in the paper): the rewriter is
+trained on a synthetic training catalogue of the benchmark's tools -- LLM-written requests whose source tools
+are their gold (:mod:`toolret.catalog.synthetic`) -- with the same eq. 4 rank rewards from the same frozen
+retriever, so no labelled query of the benchmark is read and every test query is unused by any choice. Its
+settings (rounds per request, pair rule, epochs) are chosen on that catalogue's dev split.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from toolret.config import ComponentSection, GridVariant, StrictModel
 # QTA's rewriter (the paper's is Mistral-7B): Qwen2.5-Coder-0.5B-Instruct, Re-Invoke's generator. The 135M
@@ -62,6 +68,8 @@ class QTAConfig(StrictModel):
         train_queries: sample preferences for at most this many train queries (seeded; 0 = all).
         pair_rule: which DPO pair each preference round yields (``preferences.choose_pair``).
         search: ``rewrite`` searches the rewrite alone; ``query_and_rewrite`` fuses both rankings (RRF).
+        bf16: DPO under bfloat16 autocast (CPUs with AMX / bf16 units, GPUs): the same model and data, about
+            2.7x less time per step on an AMX CPU (``benchmarks/qta_dpo_step.py``).
     """
 
     s: int = Field(5, ge=1)
@@ -102,6 +110,7 @@ class QTAConfig(StrictModel):
     # at search time: the rewrite alone (the paper), or the query and its rewrite both searched and fused by
     # reciprocal rank (equal weights; a rewrite that copies the query is the query's ranking)
     search: Literal["rewrite", "query_and_rewrite"] = "rewrite"
+    bf16: bool = False
 
     @model_validator(mode="after")
     def _train_m_includes_m(self):
@@ -136,8 +145,10 @@ class QTAConfig(StrictModel):
         """What an adapter depends on (beyond its preference data)."""
         keys = ("lora_r", "lora_alpha", "lora_dropout", "lora_targets", "beta", "lr", "epochs", "batch_size",
                 "grad_accum", "max_length", "warmup_ratio", "seed", "llm_model")
-        rule = {"pair_rule": self.pair_rule} if self.pair_rule != "best_worst" else {}  # default: as before it existed
-        return {"m": m, **{k: getattr(self, k) for k in keys}, **rule}
+        # keys added after the first adapters: named only when not their default (older adapters keep their key)
+        later = {k: getattr(self, k) for k, default in (("pair_rule", "best_worst"), ("bf16", False))
+                 if getattr(self, k) != default}
+        return {"m": m, **{k: getattr(self, k) for k in keys}, **later}
 
 
 class QTARun(StrictModel):
@@ -161,16 +172,59 @@ class QTARun(StrictModel):
         return fold_name(self.dataset, self.folds, self.fold) if self.folds else self.dataset
 
 
+class QTASyntheticRun(StrictModel):
+    """One benchmark's synthetic-request QTA (``params.yaml: qta.synthetic.runs.<benchmark>``): ``catalog``, the
+    synthetic training catalogue of its tools (``params.yaml: synthetic``) the adapter is trained on; the
+    adapter is evaluated on the benchmark's test queries with ``docs`` (``qta.docs``' variant for it)."""
+
+    catalog: str
+    docs: Literal["original", "cleaned", "human"] = "original"
+
+
+class QTASynthetic(StrictModel):
+    """``params.yaml: qta.synthetic``: QTA trained on synthetic requests (pipeline ``qta-syn``).
+
+    ``set``: the QTA settings of the synthetic adapter that differ from ``qta``'s (``m``: preference rounds per
+    request; ``train_m`` follows it), chosen on the training catalogue's dev split; ``grid``: evaluated on each
+    benchmark of ``runs`` (paired tests against dense on the same queries)."""
+
+    runs: dict[str, QTASyntheticRun] = Field(default_factory=dict)
+    set: dict[str, object] = Field(default_factory=dict)
+    grid: dict[str, GridVariant] = Field(default_factory=dict)
+
+    def training_catalog(self, dataset: str) -> str | None:
+        run = self.runs.get(dataset)
+        return run.catalog if run else None
+
+    def benchmark_of(self, catalog: str) -> str | None:
+        """The benchmark whose training catalogue ``catalog`` is (``None``: not one)."""
+        return next((name for name, run in self.runs.items() if run.catalog == catalog), None)
+
+
 class QTASection(QTAConfig, ComponentSection):
     """``params.yaml: qta``: the component settings, the runs its stages execute, the evaluation grid
     (paired tests against zero-shot dense on the same queries); the paper's numbers are ``results/matrix/qta.yaml: papers``."""
 
     runs: dict[str, QTARun] = Field(default_factory=dict)
     grid: dict[str, GridVariant] = Field(default_factory=dict)
+    synthetic: QTASynthetic = Field(default_factory=QTASynthetic)
+
+    def synthetic_config(self) -> QTAConfig:
+        """The component settings of the synthetic-request adapter: ``qta``'s, with ``qta.synthetic.set``."""
+        update = dict(self.synthetic.set)
+        if "m" in update and "train_m" not in update:
+            update["train_m"] = [update["m"]]
+        base = self.component_config().model_dump()
+        try:
+            return QTAConfig.model_validate({**base, **update})
+        except ValidationError as e:
+            why = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'value'}: {err['msg']}" for err in e.errors())
+            raise ValueError(f"qta.synthetic.set: {why}") from None
 
     @model_validator(mode="after")
     def _run_keys(self):
         bad = {k: r.catalog_name() for k, r in self.runs.items() if k != r.catalog_name()}
         if bad:
             raise ValueError(f"qta.runs keys must name the catalogue they run on: {bad}")
+        self.synthetic_config()  # a bad qta.synthetic.set key fails when params load, naming it
         return self

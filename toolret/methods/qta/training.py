@@ -82,7 +82,7 @@ def train_adapter(pairs: Sequence[dict[str, Any]], cfg: QTAConfig, m: int, out: 
         output_dir=str(work), per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=cfg.grad_accum,
         num_train_epochs=cfg.epochs, learning_rate=cfg.lr, warmup_steps=int(cfg.warmup_ratio * total_steps),
         beta=cfg.beta,
-        max_length=cfg.max_length, precompute_ref_log_probs=True, use_cpu=True, bf16=False,
+        max_length=cfg.max_length, precompute_ref_log_probs=True, use_cpu=cfg.llm_device == "cpu", bf16=cfg.bf16,
         gradient_checkpointing=False, logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
         save_total_limit=2, report_to="none", seed=cfg.seed, data_seed=cfg.seed, disable_tqdm=not progress,
         dataloader_num_workers=0,
