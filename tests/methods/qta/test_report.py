@@ -47,3 +47,31 @@ def test_copy_counts_come_from_the_rows_rewriter_stats():
     assert _copies({"qta-rewriter": {"llm_outputs": 0, "copies_query": 3, "rewritten_queries": 80}}) == "3 / 80"
     assert _copies({"qta-base": {"llm_outputs": 80}}) == "-"  # a summary from before the count
     assert _copies({}) == "-"  # dense: no rewriter
+
+
+def test_the_synthetic_section_reports_each_benchmarks_grid_with_its_training_catalogues_artifacts(tmp_path,
+                                                                                                  monkeypatch):
+    from toolret.config import validate_params
+    from toolret.methods.qta.report import synthetic_sections
+
+    monkeypatch.setenv("TOOLRET_PROJECT_DIR", str(tmp_path))
+    params = validate_params({"qta": {"synthetic": {"runs": {"bench": {"catalog": "bench-syn"},
+                                                             "other": {"catalog": "other-syn"}},
+                                                    "set": {"m": 1}}}})
+    assert synthetic_sections(tmp_path / "runs", params.qta) == ([], {})  # nothing evaluated yet: no section
+    grid = tmp_path / "runs" / "bench" / "qta-synthetic"
+    grid.mkdir(parents=True)
+    rows = {"dense": {"metrics": {"comp@5": 0.2, "comp@10": 0.4, "ndcg@5": 0.5}, "ci95": {}},
+            "qta_synthetic": {"metrics": {"comp@5": 0.3, "comp@10": 0.5, "ndcg@5": 0.6}, "ci95": {}, "baseline": "dense",
+                              "vs_baseline": {"comp@5": {"p_value": 0.0123}},
+                              "components": {"qta-syn": {"copies_query": 4, "rewritten_queries": 90}}}}
+    (grid / "summary.json").write_text(json.dumps({"variants": rows}))
+    prefs = tmp_path / "data" / "qta" / "bench-syn"
+    prefs.mkdir(parents=True)
+    (prefs / "preferences.meta.json").write_text(json.dumps({"counts": {"records": 433, "pairs": 120, "ties": 313}}))
+    lines, data = synthetic_sections(tmp_path / "runs", params.qta)
+    text = "\n".join(lines)
+    assert "### bench (trained on bench-syn)" in text and "other" not in text  # only what was evaluated
+    assert "| qta_synthetic |" in text and "+0.100 | 0.012 |" in text and "4 / 90" in text
+    assert "433 rounds, 120 pairs" in text and "m = 1 round(s) per request" in text
+    assert data["synthetic"]["bench"]["variants"]["qta_synthetic"]["p_comp@5"] == 0.0123

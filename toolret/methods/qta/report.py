@@ -28,8 +28,15 @@ def _copies(components: dict[str, Any]) -> str:
 
 
 def run_section(runs: Path, run: str, artifacts: Path, models: Path) -> tuple[list[str], dict[str, Any]]:
-    variants = read_variants(runs / run / "qta")
-    lines = [f"### {run}", "", "| row | n | " + " | ".join(f"{m} [95% CI]" for m in METRICS)
+    """One run of ``qta.runs``: its grid, preference data and adapters."""
+    return grid_section(f"### {run}", runs / run / "qta", artifacts / run, models / run / "qta")
+
+
+def grid_section(title: str, grid: Path, preferences: Path, adapters: Path) -> tuple[list[str], dict[str, Any]]:
+    """A grid's table (``grid``: its ``evaluate-grid`` folder), then the preference data (in ``preferences``)
+    and the adapters (under ``adapters``) its trained rows use."""
+    variants = read_variants(grid)
+    lines = [title, "", "| row | n | " + " | ".join(f"{m} [95% CI]" for m in METRICS)
              + " | Δ comp@5 vs dense | p comp@5 | p ndcg@5 | test rewrites copying q |",
              "|---|---|" + "---|" * len(METRICS) + "---|---|---|---|"]
     data: dict[str, Any] = {"variants": {}}
@@ -38,14 +45,14 @@ def run_section(runs: Path, run: str, artifacts: Path, models: Path) -> tuple[li
         base = variants.get(row.get("baseline") or "", {}).get("metrics", {})
         delta = f"{row['metrics']['comp@5'] - base['comp@5']:+.3f}" if base and name != row.get("baseline") else "-"
         n = row.get("components", {})
-        result = read_json(runs / run / "qta" / f"{name}.json") or {}
+        result = read_json(grid / f"{name}.json") or {}
         lines.append(f"| {name} | {result.get('n_queries', '')} | " + " | ".join(cells)
                      + f" | {delta} | {format_p(p_value(row, 'comp@5'))} | {format_p(p_value(row, 'ndcg@5'))} | "
                      + f"{_copies(n)} |")
         data["variants"][name] = {"metrics": {m: row["metrics"].get(m) for m in METRICS},
                                   "p_comp@5": p_value(row, "comp@5"), "p_ndcg@5": p_value(row, "ndcg@5"),
                                   "components": n}
-    prefs = read_json(artifacts / run / "preferences.meta.json")
+    prefs = read_json(preferences / "preferences.meta.json")
     if prefs:
         c = prefs.get("counts", {})
         lines += ["", f"Preference data: {c.get('records')} rounds, {c.get('pairs')} pairs "
@@ -53,7 +60,7 @@ def run_section(runs: Path, run: str, artifacts: Path, models: Path) -> tuple[li
                       f"chosen {c.get('chosen')}; samples beating the original query: "
                       f"{c.get('samples_beating_query')}."]
         data["preferences"] = c
-    for adapter in sorted((models / run / "qta").glob("m*/qta.json")) if (models / run / "qta").is_dir() else []:
+    for adapter in sorted(adapters.glob("m*/qta.json")) if adapters.is_dir() else []:
         rep = json.loads(adapter.read_text(encoding="utf-8"))
         from toolret.evaluation import load_run_info
 
@@ -147,8 +154,36 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, note
             f"DPO rounds per training query, s = {section.s} sampled tool documents, reward cutoff n = {section.n}. "
             "CIs per fold: percentile bootstrap over that fold's test queries; p: paired randomization test against "
             "dense on the same queries. Paper: QTA Table 2 (Mistral-7B, m = 100, 3 epochs).", ""]
-    body = "\n".join(head + mean_lines + [""] + pooled_lines + ["", "## Per run", ""] + sections)
-    return write_report_file(out, body, {**data, **data_pooled}, notes)
+    synthetic_lines, data_synthetic = synthetic_sections(runs, section)
+    body = "\n".join(head + mean_lines + [""] + pooled_lines + [""] + synthetic_lines + ["## Per run", ""] + sections)
+    return write_report_file(out, body, {**data, **data_pooled, **data_synthetic}, notes)
 
 
-__all__ = ["pooled_rows", "run_section", "write_report"]
+def synthetic_sections(runs: Path, section) -> tuple[list[str], dict[str, Any]]:
+    """``qta.synthetic``: per benchmark, the grid on every test query (``<runs>/<benchmark>/qta-synthetic``) of the
+    rewriter trained on its synthetic training catalogue, with that catalogue's preference data and adapter."""
+    from toolret.paths import data_dir
+
+    lines, data = [], {}
+    for bench, run in section.synthetic.runs.items():
+        grid = runs / bench / "qta-synthetic"
+        if not (grid / "summary.json").is_file():
+            continue
+        sec, d = grid_section(f"### {bench} (trained on {run.catalog})", grid, data_dir() / "qta" / run.catalog,
+                              data_dir() / "models" / run.catalog / "qta")
+        lines += sec
+        data[bench] = d
+    if not lines:
+        return [], {}
+    cfg = section.synthetic_config()
+    head = ["## Trained on synthetic requests (no labelled query)", "",
+            "`qta-syn`: the rewriter trained by DPO on the benchmark's synthetic training catalogue (LLM-written "
+            "requests from the tool documents, their source tools as gold; `params.yaml: synthetic`), with the same "
+            f"eq. 4 rewards from the same frozen dense; m = {cfg.m} round(s) per request, pair rule {cfg.pair_rule}, "
+            f"{cfg.epochs:g} epochs{', bf16 autocast' if cfg.bf16 else ''}. No query of the benchmark is read before "
+            "the test, so every test query counts (no fold is left out); p: paired randomization test against dense "
+            "on the same queries.", ""]
+    return head + lines, {"synthetic": data}
+
+
+__all__ = ["grid_section", "pooled_rows", "run_section", "synthetic_sections", "write_report"]
