@@ -141,8 +141,13 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, note
              f"(trained on {art['train_dataset']}: {art['n_train_queries']} training queries, "
              f"{art['cross_encoder']['n_examples']} training rows ({art['cross_encoder']['loss']} loss); dev grid on "
              f"{art['n_dev_queries']} dev queries; selected "
-             f"{art['selected']}, paper best 10 / 50 / 0.85 / 0.7 / 3).", "",
-             "## Main table (paper Table 3 shape)", "", *_main_table(data, columns, paper), ""]
+             f"{art['selected']}, paper best 10 / 50 / 0.85 / 0.7 / 3).", ""]
+    missing = [ds for ds in datasets if ds not in data]
+    if missing:  # a group whose grid has not run against this artifact here: named, not shown with older numbers
+        lines += [f"Not run against this artifact yet: {', '.join(missing)} (`dvc repro -s "
+                  f"toolrerank_ablations@<group>`); their ToolRerank rows are in the records "
+                  f"`results/records/<group>/toolrerank.json`.", ""]
+    lines += ["## Main table (paper Table 3 shape)", "", *_main_table(data, columns, paper), ""]
     targets = [(ds, d["target"]) for ds, d in data.items() if d.get("target")]
     lines += ["## Target: ToolRerank vs the best of BM25, dense, hybrid and Rerank-m (Recall@5, paired randomization test)",
               "", *markdown_table(
