@@ -2,9 +2,9 @@
 vs toolret's top 5 / top 10.
 
 A local LLM (default: Qwen2.5-Coder-0.5B-Instruct, greedy; ``--llm-model qwen2.5-coder-1.5b-instruct`` for
-the 1.5B) picks one tool for each query of a catalogue's test split, shown
+the 1.5B) picks one tool for each query of a catalog's test split, shown
 
-- (a) every tool of the catalogue (MTRB-MetaTool: 199 tools, ~4,000 prompt tokens at ``--desc-chars 120``),
+- (a) every tool of the catalog (MTRB-MetaTool: 199 tools, ~4,000 prompt tokens at ``--desc-chars 120``),
 - (b) the retriever's top 5, (c) its top 10 (best first),
 
 each tool as a ``- name: description`` line (the description cut at ``--desc-chars``), then the request. The
@@ -14,11 +14,11 @@ prefix sharing is per batch, not across batches), so (a) costs ``ceil(N / --all-
 the list instead of N. Prompts are never cut: the engine is built with ``--max-prompt-tokens`` (its default
 2048 would cut (a)'s list from the left) and the run stops if any prompt is longer.
 
-The retriever of (b) / (c) (``--pipeline``): ``auto`` (default) is the catalogue's ``toolret adapt`` champion
+The retriever of (b) / (c) (``--pipeline``): ``auto`` (default) is the catalog's ``toolret adapt`` champion
 (``data/adapt/<dataset>/champion``, chosen on synthetic dev data only: no test query was used) where it
 exists, else ``dense``; or a saved pipeline folder (a champion, an adapt out-dir, ``models:/<name>@<alias>``),
 or a pipeline spec (``bm25``, ``hybrid`` ...), fitted and indexed here. A saved pipeline must index exactly
-the catalogue's tools.
+the catalog's tools.
 
 The answer is matched to a shown tool's name (exact, case-insensitive, the same letters and digits, then the
 longest shown name it contains as a whole word); a pick is correct when it is a gold tool. Reported per
@@ -96,7 +96,7 @@ def match(answer: str, shown: list) -> str | None:
 def load_retriever(ref: str, catalog, dataset: str):
     """``(pipeline, description)``: ``auto``, a saved pipeline (folder, adapt out-dir, registry URI) or a spec."""
     import toolret
-    from toolret.adapt import catalogue_fingerprint, resolve_index
+    from toolret.adapt import catalog_fingerprint, resolve_index
     from toolret.pipeline import PIPELINE_FILE, Pipeline
 
     if ref == "auto":
@@ -110,19 +110,19 @@ def load_retriever(ref: str, catalog, dataset: str):
     if folder is None:
         return toolret.build(ref, catalog), {"ref": ref, "kind": "spec", "name": ref}
     pipeline = Pipeline.load(folder)
-    ids, catalogue_ids = set(pipeline.retriever.tool_ids), {t.id for t in catalog.tools}
-    if ids != catalogue_ids:
-        raise SystemExit(f"--pipeline {ref}: indexes {len(ids)} tools, {len(ids - catalogue_ids)} not in "
-                         f"{dataset}, {len(catalogue_ids - ids)} of {dataset} missing: not this catalogue's index")
+    ids, catalog_ids = set(pipeline.retriever.tool_ids), {t.id for t in catalog.tools}
+    if ids != catalog_ids:
+        raise SystemExit(f"--pipeline {ref}: indexes {len(ids)} tools, {len(ids - catalog_ids)} not in "
+                         f"{dataset}, {len(catalog_ids - ids)} of {dataset} missing: not this catalog's index")
     info = pipeline.catalog_info or {}
-    same = info.get("fingerprint") == catalogue_fingerprint(catalog) if info.get("fingerprint") else None
+    same = info.get("fingerprint") == catalog_fingerprint(catalog) if info.get("fingerprint") else None
     if same is False:
-        print(f"warning: {folder} was built on other documents of these tools (catalogue fingerprint differs)",
+        print(f"warning: {folder} was built on other documents of these tools (catalog fingerprint differs)",
               file=sys.stderr)
     from toolret.paths import portable_path  # the result names project paths, not this machine's
 
     return pipeline, {"ref": portable_path(ref), "kind": "saved", "folder": portable_path(str(folder)),
-                      "name": pipeline.name, "catalogue": info.get("name"), "same_catalogue_fingerprint": same}
+                      "name": pipeline.name, "catalog": info.get("name"), "same_catalog_fingerprint": same}
 
 
 def common_prefix(seqs: list[list[int]]) -> int:

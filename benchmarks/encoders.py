@@ -1,4 +1,4 @@
-"""Bi-encoders side by side on a catalogue's dev split (carved from train; never test): quality, encoding
+"""Bi-encoders side by side on a catalog's dev split (carved from train; never test): quality, encoding
 time per 1,000 tool documents and size on disk, measured in the same run.
 
 Prints and writes JSON (``--out``): per encoder dev Recall@5 / nDCG@5 / COMP@5, seconds to encode 1,000

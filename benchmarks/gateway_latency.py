@@ -1,6 +1,6 @@
 """The gateway's cost over serving one index: `toolret gateway` vs `toolret serve`, real processes on 127.0.0.1.
 
-An MCP server (``benchmarks/mcp_catalog_server.py``, streamable HTTP) offers every tool of a catalogue
+An MCP server (``benchmarks/mcp_catalog_server.py``, streamable HTTP) offers every tool of a catalog
 (default ``toolbench-env-g1-instruction``: the 46,879 APIs of the ToolBench tool environment). Three
 processes are timed against it:
 
@@ -46,7 +46,7 @@ SERVER = Path(__file__).resolve().parent / "mcp_catalog_server.py"
 
 
 def mcp_name(tool_id: str, taken: set[str]) -> str:
-    """A valid, unique MCP tool name for a catalogue id (letters, digits, ``_ - .``; no ``__``, at most 64)."""
+    """A valid, unique MCP tool name for a catalog id (letters, digits, ``_ - .``; no ``__``, at most 64)."""
     base = re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_.-]", "_", tool_id)).strip("_")[:60] or "tool"
     name, i = base, 1
     while name in taken:
@@ -57,7 +57,7 @@ def mcp_name(tool_id: str, taken: set[str]) -> str:
 
 
 def write_tools(catalog, path: Path) -> list[str]:
-    """The catalogue's tools as the server's JSONL (the record an agent sees: description, input schema)."""
+    """The catalog's tools as the server's JSONL (the record an agent sees: description, input schema)."""
     from toolret.catalog.tool_records import tool_record
 
     taken: set[str] = set()
@@ -156,9 +156,9 @@ async def main_async(args) -> dict:
         procs.append(upstream)
         upstream.wait_listening()
         t0 = time.perf_counter()
-        subprocess.run(_toolret("import-mcp", "--url", upstream.mcp, "--out", str(tmp / "catalogue"), "--name", "bench",
+        subprocess.run(_toolret("import-mcp", "--url", upstream.mcp, "--out", str(tmp / "catalog"), "--name", "bench",
                                 "--timeout", "600"), cwd=ROOT, check=True, capture_output=True)
-        subprocess.run(_toolret("index", "--catalog", str(tmp / "catalogue"), "--method", args.pipeline,
+        subprocess.run(_toolret("index", "--catalog", str(tmp / "catalog"), "--method", args.pipeline,
                                 "--out", str(tmp / "index")), cwd=ROOT, check=True, capture_output=True)
         info["serve_index_build_s"] = round(time.perf_counter() - t0, 1)
         serve = Process(_toolret("serve", "--index", str(tmp / "index" / "original"), "--port", str(port := _free_port())),
@@ -197,7 +197,7 @@ async def main_async(args) -> dict:
     return {
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                     "load_avg_1m_at_end": round(os.getloadavg()[0], 2)},
-        "catalogue": info,
+        "catalog": info,
         "settings": {"pipeline": args.pipeline, "concurrency": args.concurrency, "requests_per_round": args.requests,
                      "warmup": args.warmup, "k": args.k, "rounds": args.rounds, "calls_per_round": args.calls,
                      "client": "the mcp SDK Client in one asyncio process on the same machine",
@@ -217,7 +217,7 @@ async def main_async(args) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", default="toolbench-env-g1-instruction", help="a dataset name or catalogue folder")
+    p.add_argument("--dataset", default="toolbench-env-g1-instruction", help="a dataset name or catalog folder")
     p.add_argument("--pipeline", default="bm25", help="the pipeline spec both serve and the gateway index with")
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--requests", type=int, default=150, help="timed search requests per target and round")

@@ -2,7 +2,7 @@
 the best engine over the transformers backend (same prompts, same sampling settings, same sample count).
 
 Prompt mix as ``reinvoke_generation_cost.py``: ``--bands`` blocks of ``--per-band`` tools neighbouring in
-prompt length (centred on evenly spaced quantiles of the catalogue), the production query-generation
+prompt length (centred on evenly spaced quantiles of the catalog), the production query-generation
 prompt and sampling (temperature 0.7, top-p 0.95, ``--n`` samples per tool), no cache. Prints JSON
 (also written to ``--out``).
 
@@ -36,7 +36,7 @@ def pick_mix(lengths: list[int], bands: int, per_band: int) -> list[int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--catalog", required=True, help="curated catalogue directory")
+    ap.add_argument("--catalog", required=True, help="curated catalog directory")
     ap.add_argument("--bands", type=int, default=4)
     ap.add_argument("--per-band", type=int, default=13)
     ap.add_argument("--n", type=int, default=5, help="samples per tool")

@@ -1,4 +1,4 @@
-"""An MCP server whose tools are a catalogue's (for the gateway benchmark): ``tools/list`` returns every tool of
+"""An MCP server whose tools are a catalog's (for the gateway benchmark): ``tools/list`` returns every tool of
 a JSONL file (``{"name", "description", "inputSchema"}`` per line), ``tools/call`` answers any of them at once
 with its arguments echoed. Streamable HTTP on 127.0.0.1 (``--port``) or stdio.
 

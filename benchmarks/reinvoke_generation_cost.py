@@ -1,9 +1,9 @@
-"""What Re-Invoke's query generator costs on a real catalogue, and where the time goes.
+"""What Re-Invoke's query generator costs on a real catalog, and where the time goes.
 
 Takes ``--bands`` blocks of ``--per-band`` tools that are neighbours in prompt length (centred on
 evenly spaced quantiles; the backend sorts by length too, so a block is one batch as in a real run),
 generates ``--n`` synthetic queries each with the production prompt and sampling settings (no
-cache), and extrapolates: each block stands for an equal share of the catalogue. The same
+cache), and extrapolates: each block stands for an equal share of the catalog. The same
 sample runs twice in one process: with toolret's preallocated KV-cache layers and with transformers'
 stock ``DynamicLayer`` (``torch.cat`` per step), so the ratio is the backend's own gain; outputs must
 be identical. A cProfile pass over every ~6th sampled tool splits the time into matmuls (``linear``),
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--catalog", required=True, help="curated catalogue directory")
+    ap.add_argument("--catalog", required=True, help="curated catalog directory")
     ap.add_argument("--bands", type=int, default=4, help="length quantile bands")
     ap.add_argument("--per-band", type=int, default=13, help="neighbouring tools per band (13 x 5 samples ~ one batch)")
     ap.add_argument("--n", type=int, default=5, help="synthetic queries per tool")
@@ -68,7 +68,7 @@ def main() -> None:
         toks = sum(o.n_tokens for o in outs)
         row = {"backend": label, "seconds": round(dt, 1), "samples_per_s": round(len(outs) / dt, 3),
                "generated_tokens_per_s": round(toks / dt, 1),
-               "extrapolated_catalogue_minutes": round(dt * len(prompts) / len(sample) / 60, 1)}
+               "extrapolated_catalog_minutes": round(dt * len(prompts) / len(sample) / 60, 1)}
         print(json.dumps(row), file=sys.stderr, flush=True)
         return row, [o.text for o in outs]
 
@@ -88,7 +88,7 @@ def main() -> None:
     result = {
         "catalog": catalog.name, "tools": len(prompts), "sample": len(sample), "bands": args.bands, "queries_per_tool": args.n,
         "prompt_tokens": {"sample_mean": round(sum(lengths[i] for i in picked) / len(picked), 1),
-                          "catalogue_mean": round(sum(lengths) / len(lengths), 1)},
+                          "catalog_mean": round(sum(lengths) / len(lengths), 1)},
         "model": gen.model_id, "revision": gen.revision, "device": gen.device, "threads": torch.get_num_threads(),
         "cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "python": platform.python_version(),
         "torch": torch.__version__, "batch_size": args.batch_size,

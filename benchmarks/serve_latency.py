@@ -1,10 +1,10 @@
 """Serving latency under load: a real `toolret serve` process on 127.0.0.1, REST and MCP, per pipeline and
-catalogue.
+catalog.
 
 Methods (``--methods``, default all four):
 
-- ``bm25``, ``dense``, ``hybrid`` (bm25 + dense, reciprocal-rank fused; from the catalogue's own documents
-  where it has no ``cleaned`` variant, as a catalogue loaded from the sources);
+- ``bm25``, ``dense``, ``hybrid`` (bm25 + dense, reciprocal-rank fused; from the catalog's own documents
+  where it has no ``cleaned`` variant, as a catalog loaded from the sources);
 - ``rerank-10``: dense + the ToolRerank cross-encoder over its top 10 (``dense+ce-top10``), the trained
   artifact of the ``toolrerank`` params (in-domain: ``data/models/toolbench-synthetic/toolrerank``, 128
   tokens); the persistent cross-encoder score cache is off and each (protocol, concurrency)
@@ -12,9 +12,9 @@ Methods (``--methods``, default all four):
   in-process memo of a server lives only for its setting, whose queries do not repeat when ``--warmup +
   --requests`` <= the test queries).
 
-Catalogues (``--datasets``, default both): ``toolbench-g1-instruction`` (the 2,479 APIs of the ToolBench
+Catalogs (``--datasets``, default both): ``toolbench-g1-instruction`` (the 2,479 APIs of the ToolBench
 groups) and ``toolbench-env-g1-instruction`` (the same queries over the 46,879-API tool environment), loaded
-from the sources once each; or ``--catalog DIR`` (a curated catalogue, repeatable). Per (catalogue, method)
+from the sources once each; or ``--catalog DIR`` (a curated catalog, repeatable). Per (catalog, method)
 the pipeline is fitted, indexed and saved (``--index METHOD[@CATALOG]=DIR`` serves a saved one instead;
 ``--index-dir DIR`` keeps the built ones there and reuses them on the next run), served by ``toolret serve``
 (a child process; ``--server-args`` adds flags, e.g. ``--no-batching``), and driven by a bounded asyncio
@@ -76,7 +76,7 @@ METHODS = {
 
 
 def _catalogs(args):
-    """``[(name, loader)]``: each catalogue is loaded when its turn comes (the 46k one takes ~0.6 GB)."""
+    """``[(name, loader)]``: each catalog is loaded when its turn comes (the 46k one takes ~0.6 GB)."""
     from toolret import load_catalog  # a folder or a dataset name (the public API)
 
     names = args.catalog or args.datasets.split(",")

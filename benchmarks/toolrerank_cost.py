@@ -1,6 +1,6 @@
 """Reranking cost of ToolRerank vs plain ``CrossEncoder.predict`` over the same first-stage candidates.
 
-For N test queries of a catalogue, one query at a time (what an agent waits for), with the trained
+For N test queries of a catalog, one query at a time (what an agent waits for), with the trained
 ToolRerank artifact and its dense first stage (the first stage itself is not timed):
 
 - ``plain``: ``CrossEncoder.predict`` on the query's top ``candidates`` (Rerank-50's cost), sorted;

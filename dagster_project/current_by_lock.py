@@ -1,7 +1,7 @@
 """Which stale stages a run may leave unbuilt: the ones current by ``dvc.lock`` (DVC's ``--allow-missing``).
 
 A fresh clone has the outputs git keeps (LLM generations, trained models, evaluation results) but none of the
-outputs only the DVC cache keeps (catalogues, indexes): ``dvc status`` finds every stage stale, but for most of
+outputs only the DVC cache keeps (catalogs, indexes): ``dvc status`` finds every stage stale, but for most of
 them the only change is a *missing* file -- an output not in this clone, or an input that is such an output of
 an upstream stage. Rebuilding them all to find the same bytes is most of a fresh clone's ``make run``.
 

@@ -136,7 +136,7 @@ def build_definitions(project_dir: str | Path | None = None, translator: DvcTran
     adapt = build_adapt_definitions(root)
     assets += adapt["assets"]
     # `.downstream()`: the report assets of deferred evaluations are deferred too; `toolret adapt` of a user
-    # catalogue (hours of generation and training) is the adapt job's, its sensor's and its schedule's
+    # catalog (hours of generation and training) is the adapt job's, its sensor's and its schedule's
     run_selection = (dg.AssetSelection.all() - dg.AssetSelection.assets(*[i.asset_key for i in deferred]).downstream()
                      - dg.AssetSelection.groups(ADAPT_GROUP))
     return dg.Definitions(

@@ -235,7 +235,7 @@ class DvcTranslator:
                 if base.dataset == ft.dataset and base.method == ft.method[: -len(self.gated_suffix)]]
 
     def checks(self, items: Sequence["StageItem"]) -> list[dg.AssetChecksDefinition]:
-        """Blocking catalogue validation on ``catalog`` / ``clean`` assets, a WARN quality gate per
+        """Blocking catalog validation on ``catalog`` / ``clean`` assets, a WARN quality gate per
         :meth:`gated_pairs` pair (:mod:`dagster_project.checks`)."""
         from dagster_project.checks import CATALOG_STAGES, catalog_check, quality_gate
 

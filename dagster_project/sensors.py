@@ -1,12 +1,12 @@
 """Raw-data sensor: notice new or changed dataset files and rebuild the affected catalogs.
 
 It fingerprints each dataset's source folder (``params.yaml: source.root`` resolved against the
-project, plus the ``source.beir`` user catalogues): relative path, size and mtime of every file
+project, plus the ``source.beir`` user catalogs): relative path, size and mtime of every file
 (``MANIFEST.tsv`` included), from a stat of each file (``os.scandir``; no file is read). A folder read
 by several datasets (the six ToolBench groups share one; the ``toolbench-env-*`` groups also share the
 12k-file tool environment) is fingerprinted once per tick. The cursor keeps the last fingerprints; a changed fingerprint requests a
 run of that dataset's ``catalog`` asset with ``force: true``: ``source.root`` is a DVC dep of every catalog
-stage, but a user catalogue under ``source.beir`` may live anywhere, outside DVC's deps, and DVC alone would
+stage, but a user catalog under ``source.beir`` may live anywhere, outside DVC's deps, and DVC alone would
 call its stage up to date. The first tick only records a baseline; so does a tick with an empty cursor
 (the UI's "Preview tick" sends ``""``), which is no history, not "every dataset changed".
 """

@@ -1,4 +1,4 @@
-"""Shared test setup: ``tests/fixtures`` on ``sys.path`` and a fixture catalogue directory."""
+"""Shared test setup: ``tests/fixtures`` on ``sys.path`` and a fixture catalog directory."""
 
 from __future__ import annotations
 
@@ -35,5 +35,5 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def fixture_catalog_dir(tmp_path: Path) -> Path:
-    """A fresh, valid BEIR-layout fixture catalogue (30 tools, 40 train / 20 test queries)."""
+    """A fresh, valid BEIR-layout fixture catalog (30 tools, 40 train / 20 test queries)."""
     return write_fixture_catalog(tmp_path / "fixture_catalog")

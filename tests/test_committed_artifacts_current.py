@@ -39,7 +39,7 @@ def test_a_fusion_grid_enters_the_key_and_the_paper_default_does_not():
     assert artifact_key(with_weights([1.0, 0.5]), params, "x")["config"]["grid"]["ce_weight"] == [1.0, 0.5]
 
 
-def test_a_first_stage_section_enters_the_key_as_resolved_for_its_dense_ft_catalogue():
+def test_a_first_stage_section_enters_the_key_as_resolved_for_its_dense_ft_catalog():
     """Per-dataset fine-tune settings (``finetune.datasets``) move the key of a reranker whose first stage reads
     that dataset's dense-ft, and of no other."""
     from toolret.methods.toolrerank.training import artifact_key

@@ -1,10 +1,10 @@
-"""The training catalogues that the committed models were trained on rebuild, from the committed code, the
+"""The training catalogs that the committed models were trained on rebuild, from the committed code, the
 datasets and the committed LLM generations, to the very bytes dvc.lock records.
 
 A `synthesize@*` stage is costly (it reads committed LLM outputs), so `make run` does not rebuild it on a
 machine that has it; a fresh clone does, and if the lock's hash is not what the committed code makes,
 every model trained on it (the ToolRerank cross-encoders) turns stale there and `make run` stops. That
-happened: the lock's BM25-filtered catalogues had been recorded from a workspace build that no committed
+happened: the lock's BM25-filtered catalogs had been recorded from a workspace build that no committed
 code reproduces (7,387 training queries where the code writes 7,390)."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ SOURCE = "toolbench-g1-instruction"
 
 
 def _synthesize_stages() -> dict[str, dict]:
-    """``{name: lock entry}`` of the synthetic catalogues built from the ToolBench G1 curated catalogue."""
+    """``{name: lock entry}`` of the synthetic catalogs built from the ToolBench G1 curated catalog."""
     stages = yaml.safe_load((REPO / "dvc.lock").read_text())["stages"]
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     return {key.split("@", 1)[1]: entry for key, entry in stages.items()
@@ -63,13 +63,13 @@ def _toolret(project: Path, *args: str) -> None:
     assert proc.returncode == 0, f"toolret {' '.join(args)} failed:\n{proc.stderr[-3000:]}"
 
 
-def test_the_lock_lists_the_synthetic_catalogues_this_test_rebuilds() -> None:
+def test_the_lock_lists_the_synthetic_catalogs_this_test_rebuilds() -> None:
     names = set(_synthesize_stages())
     assert {"toolbench-synthetic", "toolbench-synthetic-filtered", "toolbench-synthetic-composed"} <= names
 
 
 @pytest.mark.skipif(not (SHARED / "toolbench-stabletoolbench").is_dir(), reason="../shared/datasets not present")
-def test_the_committed_synthetic_catalogues_rebuild_to_their_locked_bytes(tmp_path: Path) -> None:
+def test_the_committed_synthetic_catalogs_rebuild_to_their_locked_bytes(tmp_path: Path) -> None:
     project = _project_elsewhere(tmp_path)
     (project / "data" / "generations").symlink_to(REPO / "data" / "generations", target_is_directory=True)
     stages = yaml.safe_load((REPO / "dvc.lock").read_text())["stages"]
@@ -93,7 +93,7 @@ def _catalog_stages() -> dict[str, dict]:
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/datasets not present")
 @pytest.mark.parametrize("stage", sorted(_catalog_stages()))
-def test_every_locked_catalogue_rebuilds_elsewhere_to_its_locked_bytes(stage: str, tmp_path: Path) -> None:
+def test_every_locked_catalog_rebuilds_elsewhere_to_its_locked_bytes(stage: str, tmp_path: Path) -> None:
     """Each ``catalog@`` stage's command, run in a project at another path (``../shared`` a symlink), writes the
     bytes dvc.lock records (the lock once held stale hashes for five ToolBench groups: a clone rebuilt them and
     re-ran every evaluation downstream)."""

@@ -57,7 +57,7 @@ def test_overrides_are_validated():
         apply_overrides(p, ["bm25.k9=1"])
 
 
-def test_a_synthetic_catalogue_may_name_a_dataset_outside_datasets():
+def test_a_synthetic_catalog_may_name_a_dataset_outside_datasets():
     """A corpus too large to evaluate in `make run` (the 46,879-API environment) is a training source without
     being in `datasets`: the synthesize stage loads it from its sources (tests/test_stages.py)."""
     from toolret.config import validate_params
@@ -67,7 +67,7 @@ def test_a_synthetic_catalogue_may_name_a_dataset_outside_datasets():
     assert p.synthetic["env"].source == "toolbench-env-g1-instruction" and p.synthetic["env"].sample_tools == 20
 
 
-def test_a_selection_is_sliced_from_a_built_or_synthetic_catalogue():
+def test_a_selection_is_sliced_from_a_built_or_synthetic_catalog():
     base = {"datasets": ["toollens"], "synthetic": {"syn": {"source": "toollens"}}}
     ok = validate_params({**base, "selections": {"syn-dev": {"source": "syn", "split": "dev", "min_gold": 2}}})
     assert ok.selections["syn-dev"].min_gold == 2 and ok.selections["syn-dev"].split == "dev"

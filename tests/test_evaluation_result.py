@@ -37,7 +37,7 @@ def test_evaluate_command_writes_n_tools(fixture_catalog_dir, tmp_path):
     assert result["n_tools"] == len(load_beir(fixture_catalog_dir).tools) == 30
 
 
-# BM25 on the fixture catalogue's test split, scored by pytrec_eval (trec_eval's recall_k, ndcg_cut_k and
+# BM25 on the fixture catalog's test split, scored by pytrec_eval (trec_eval's recall_k, ndcg_cut_k and
 # recip_rank; comp@k = 1 where recall_k is 1) and averaged with numpy: recorded before `toolret evaluate`
 # scored through toolret.evaluate_api, and equal to the JSON it wrote then, float for float.
 TREC_EVAL_MEANS = {
@@ -88,7 +88,7 @@ def test_evaluate_command_writes_what_trec_eval_computes(fixture_catalog_dir, tm
         assert result["ci95"][m] == pytest.approx([low, high], abs=1e-12), m
 
 
-def test_qrels_from_catalog_is_the_catalogues_gold(fixture_catalog_dir):
+def test_qrels_from_catalog_is_the_catalogs_gold(fixture_catalog_dir):
     from toolret.evaluation import qrels_from_catalog
 
     catalog = load_beir(fixture_catalog_dir)

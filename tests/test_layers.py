@@ -1,6 +1,6 @@
 """Three layers whose imports only point down: core <- components <- platform.
 
-- core: tools, catalogues, roles, the pipeline, save / load, metrics, evaluation, the registry and the stage
+- core: tools, catalogs, roles, the pipeline, save / load, metrics, evaluation, the registry and the stage
   templates a method declares (data), provenance, atomic writes, paths;
 - components: retrievers, rerankers, rewriters, LLM generation, the methods' science and their configs;
 - platform: the CLI, ``dvc.yaml`` generation (:mod:`toolret.stages`), MLflow tracking, serving, the gateway,
@@ -30,7 +30,7 @@ LAYERS = {
     "toolret.provenance": CORE, "toolret.training_log": CORE, "toolret.errors": CORE,
     "toolret.retrieval.base": CORE,  # the Retriever interface every component implements
     "toolret.retrieval": COMPONENTS, "toolret.methods": COMPONENTS, "toolret.llm": COMPONENTS,
-    "toolret.catalog.synthetic": COMPONENTS,  # writes training catalogues with the LLM and BM25
+    "toolret.catalog.synthetic": COMPONENTS,  # writes training catalogs with the LLM and BM25
     "toolret.cli": PLATFORM, "toolret.stages": PLATFORM, "toolret.tracking": PLATFORM, "toolret.serving": PLATFORM,
     "toolret.serve": PLATFORM, "toolret.gateway": PLATFORM, "toolret.adapt": PLATFORM, "toolret.reproduce": PLATFORM,
     "toolret.api": PLATFORM, "toolret.agent_adapters": PLATFORM,

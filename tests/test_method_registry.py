@@ -124,7 +124,7 @@ def test_a_method_contributes_cli_subcommands(methods, tmp_path: Path) -> None:
 
     register_method(Method(name="toy", cli=[
         CliCommand("toy-run", "a toy command", run=f"{__name__}:_toy_command", arguments=arguments),
-        CliCommand("toy-source", "a toy command on a catalogue", run=f"{__name__}:_toy_command", arguments=arguments,
+        CliCommand("toy-source", "a toy command on a catalog", run=f"{__name__}:_toy_command", arguments=arguments,
                    source=True, overrides=False),
     ]))
     SEEN.clear()

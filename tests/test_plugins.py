@@ -154,7 +154,7 @@ def registry(monkeypatch: pytest.MonkeyPatch):
 @pytest.fixture
 def project(tmp_path: Path, registry, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A project directory (``$TOOLRET_PROJECT_DIR``) holding the plugin folder and a ``params.yaml`` naming it,
-    with the fixture catalogue (plus one typo query) as dataset ``fixture``."""
+    with the fixture catalog (plus one typo query) as dataset ``fixture``."""
     sys.path.insert(0, str(Path(__file__).resolve().parent / "orchestration"))
     from orch_helpers import fixture_params
 

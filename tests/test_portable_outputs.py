@@ -1,6 +1,6 @@
 """Outputs depend on their inputs' content and parameters only, never on where the data or the checkout live.
 
-The catalogue of a dataset read from a copy of the datasets folder at one absolute path and from a symbolic
+The catalog of a dataset read from a copy of the datasets folder at one absolute path and from a symbolic
 link at another is byte-identical (a DVC hash that moved with the directory layout made a fresh clone's
 ``make run`` regenerate every committed LLM output downstream); and no committed output or run-info sidecar
 holds a path of a machine.
@@ -24,7 +24,7 @@ from toolret.catalog.source import source_root
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = source_root()
-# the small datasets (the catalogue of each is built in seconds); the loaders of the large ones share the code
+# the small datasets (the catalog of each is built in seconds); the loaders of the large ones share the code
 DATASETS = ("mtrb-restbench", "mtrb-metatool", "toollens")
 
 
@@ -33,7 +33,7 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/datasets not present")
-def test_catalogues_are_byte_identical_from_a_copy_and_a_symlink_elsewhere(tmp_path: Path) -> None:
+def test_catalogs_are_byte_identical_from_a_copy_and_a_symlink_elsewhere(tmp_path: Path) -> None:
     copy_root = tmp_path / "machine-a" / "datasets"
     for name in DATASETS:
         for d in source_dirs(name):

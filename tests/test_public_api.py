@@ -1,4 +1,4 @@
-"""The public API (`import toolret`): a catalogue in, a fitted pipeline, scores with CIs, a comparison, and
+"""The public API (`import toolret`): a catalog in, a fitted pipeline, scores with CIs, a comparison, and
 a searcher that answers with tools (not ids) from a saved index."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def _params(**bm25):
 
 
 def test_one_error_type_catches_what_toolret_refuses(tmp_path) -> None:
-    """A missing catalogue (CatalogError), a malformed evaluation input (EvaluationError): both ToolretError."""
+    """A missing catalog (CatalogError), a malformed evaluation input (EvaluationError): both ToolretError."""
     import toolret
     from toolret.evaluate_api import Qrels
 

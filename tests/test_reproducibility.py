@@ -1,7 +1,7 @@
 """numpy's kernels are pinned wherever toolret builds an output (toolret.reproducibility).
 
-The failure this guards against: on an AVX-512 machine, ``tests/test_committed_catalogues_rebuild.py``
-rebuilt the BM25-filtered synthetic catalogues to other bytes than dvc.lock records (tied BM25 scores
+The failure this guards against: on an AVX-512 machine, ``tests/test_committed_catalogs_rebuild.py``
+rebuilt the BM25-filtered synthetic catalogs to other bytes than dvc.lock records (tied BM25 scores
 ordered by another sort kernel); with the kernels pinned they rebuild to the locked bytes on both kinds.
 """
 

@@ -63,9 +63,9 @@ def test_a_stage_with_only_if_exists_only_where_its_param_is_non_empty():
     assert set(with_it) - set(without) == {"toolrerank_train"}
 
 
-def test_a_reranker_is_trained_per_training_catalogue_and_train_dataset_picks_the_one_read():
-    """toolrerank_train@<catalogue> for each of toolrerank.train_datasets (the 2,479-API and the 46,879-API
-    training catalogues); `train_dataset` only chooses which artifact the pipelines read, so changing it
+def test_a_reranker_is_trained_per_training_catalog_and_train_dataset_picks_the_one_read():
+    """toolrerank_train@<catalog> for each of toolrerank.train_datasets (the 2,479-API and the 46,879-API
+    training catalogs); `train_dataset` only chooses which artifact the pipelines read, so changing it
     retrains nothing."""
     params = load_params(ROOT / "params.yaml")
     stage = yaml.safe_load(render_dvc_yaml(params))["stages"]["toolrerank_train"]
@@ -81,8 +81,8 @@ def test_a_reranker_is_trained_per_training_catalogue_and_train_dataset_picks_th
         assert params.trained_on.get(name, name) in params.finetune_datasets
 
 
-def test_a_reranker_trained_on_a_filtered_catalogue_mines_with_the_dense_ft_its_trained_on_entry_names():
-    """A training catalogue whose `trained_on` entry names another (the filtered catalogue -> the unfiltered
+def test_a_reranker_trained_on_a_filtered_catalog_mines_with_the_dense_ft_its_trained_on_entry_names():
+    """A training catalog whose `trained_on` entry names another (the filtered catalog -> the unfiltered
     one) depends on that one's dense-ft -- the model its first stage reads -- and gets no dense-ft evaluation
     of its own (it has no test split); the evaluations' deps follow the evaluated datasets' first stage."""
     params = load_params(ROOT / "params.yaml").replace(
@@ -109,8 +109,8 @@ def test_a_reranker_trained_on_a_filtered_catalogue_mines_with_the_dense_ft_its_
 
 
 def test_a_grid_row_naming_an_ablation_artifact_depends_on_that_folder():
-    """A row setting `toolrerank.artifact` (a reranker retrained with other settings on the same catalogue) makes
-    the grid depend on that folder; a row setting only `toolrerank.train_dataset` on that catalogue's artifact."""
+    """A row setting `toolrerank.artifact` (a reranker retrained with other settings on the same catalog) makes
+    the grid depend on that folder; a row setting only `toolrerank.train_dataset` on that catalog's artifact."""
     params = load_params(ROOT / "params.yaml")
     rows = {"toolrerank": {"method": "toolrerank"},
             "mixed": {"method": "toolrerank", "set": {"toolrerank.mix_datasets": ["toollens"],
@@ -122,9 +122,9 @@ def test_a_grid_row_naming_an_ablation_artifact_depends_on_that_folder():
     assert not any(d.startswith("data/models/ablations/x/") and d != "data/models/ablations/x/toolrerank" for d in deps)
 
 
-def test_dense_ft_is_trained_per_training_catalogue_and_evaluated_per_benchmark():
-    """finetune runs once per training catalogue; index_ft / evaluate_ft once per `trained_on` entry, each
-    reading the dense-ft of the catalogue it maps to (a test-only benchmark -> its synthetic catalogue)."""
+def test_dense_ft_is_trained_per_training_catalog_and_evaluated_per_benchmark():
+    """finetune runs once per training catalog; index_ft / evaluate_ft once per `trained_on` entry, each
+    reading the dense-ft of the catalog it maps to (a test-only benchmark -> its synthetic catalog)."""
     params = load_params(ROOT / "params.yaml").replace(
         finetune_datasets=["toollens", "toolbench-synthetic"],
         trained_on={"toollens": "toollens", "toolbench-g1-tool": "toolbench-synthetic"})
@@ -143,23 +143,23 @@ def test_trained_on_must_name_a_dataset_dense_ft_is_trained_on():
     params = load_params(ROOT / "params.yaml")
     with pytest.raises((ValueError, CatalogError), match="toolbench-g1-tool.*finetune_datasets"):
         params.replace(finetune_datasets=["toollens"], trained_on={"toolbench-g1-tool": "toolbench-synthetic"})
-    # a folder (an ablation's catalogue) is not a stage output: allowed
+    # a folder (an ablation's catalog) is not a stage output: allowed
     params.replace(trained_on={"toolbench-g1-tool": "data/curated/ablations/toolbench-synthetic-single"})
 
 
 def test_the_core_cleaning_stage_reads_no_retrievers_section():
     """`clean` counts document lengths in its own `cleanup.tokenizer`, so a change to the dense retriever's
-    model no longer reruns every catalogue's cleaning (and the core CLI reads no method's section)."""
+    model no longer reruns every catalog's cleaning (and the core CLI reads no method's section)."""
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
     assert stages["clean"]["do"]["params"] == ["cleanup"]
     assert load_params(ROOT / "params.yaml").cleanup.tokenizer
 
 
-def test_a_synthetic_catalogue_reads_a_built_dataset_or_a_corpus_from_its_sources():
-    """A synthetic source among `datasets` is read as its curated catalogue; another named dataset (a corpus too
+def test_a_synthetic_catalog_reads_a_built_dataset_or_a_corpus_from_its_sources():
+    """A synthetic source among `datasets` is read as its curated catalog; another named dataset (a corpus too
     large to evaluate in `make run`, e.g. the 46,879-API environment) from its own source folders. Of the
     committed generations it depends on its generators' shard folders only: a shard another generator writes
-    (a larger model's, an adapted catalogue's) must not make a costly training catalogue stale."""
+    (a larger model's, an adapted catalog's) must not make a costly training catalog stale."""
     params = load_params(ROOT / "params.yaml")
     small = "data/generations/qwen2.5-coder-0.5b-instruct"
     params = params.replace(synthetic={**params.model_dump()["synthetic"], "syn": {"source": "toolbench-g1-instruction"},
@@ -177,10 +177,10 @@ def test_a_synthetic_catalogue_reads_a_built_dataset_or_a_corpus_from_its_source
     assert "--catalog" not in stage["do"]["cmd"] and {"synthetic", "source", "cleanup"} <= set(stage["do"]["params"])
 
 
-def test_a_stage_reading_another_catalogues_dense_ft_depends_on_that_catalogue():
-    """Loading a dense-ft trained on another catalogue (a `trained_on` entry) checks the artifact's key against
-    that catalogue's train split, so every stage that builds it lists `data/curated/<training catalogue>` too:
-    without it `dvc repro -s` of the env composed reranker failed on a machine lacking the env catalogue."""
+def test_a_stage_reading_another_catalogs_dense_ft_depends_on_that_catalog():
+    """Loading a dense-ft trained on another catalog (a `trained_on` entry) checks the artifact's key against
+    that catalog's train split, so every stage that builds it lists `data/curated/<training catalog>` too:
+    without it `dvc repro -s` of the env composed reranker failed on a machine lacking the env catalog."""
     params = load_params(ROOT / "params.yaml")
     stages = yaml.safe_load(render_dvc_yaml(params))["stages"]
     train = stages["toolrerank_train"]
@@ -199,8 +199,8 @@ def test_a_stage_reading_another_catalogues_dense_ft_depends_on_that_catalogue()
     assert f"data/curated/{selection}" in stages["toolrerank_dev_selection"]["deps"]
 
 
-def test_a_stage_building_hybrid_depends_on_its_dev_catalogue():
-    """`hybrid.dev_dataset` makes every stage that builds `hybrid` / `hybrid-ft` load that catalogue (its weight is
+def test_a_stage_building_hybrid_depends_on_its_dev_catalog():
+    """`hybrid.dev_dataset` makes every stage that builds `hybrid` / `hybrid-ft` load that catalog (its weight is
     selected on its dev split), so each lists `data/curated/<dev_dataset>`; no other stage's deps change."""
     from toolret.config import apply_overrides
     from toolret.registry import stage_templates

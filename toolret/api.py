@@ -1,13 +1,13 @@
-"""The public Python API, re-exported by ``toolret``: catalogues in, tools out.
+"""The public Python API, re-exported by ``toolret``: catalogs in, tools out.
 
     >>> import toolret                                                            # doctest: +SKIP
-    >>> catalog = toolret.load_catalog("toollens")              # a dataset name or a catalogue folder
+    >>> catalog = toolret.load_catalog("toollens")              # a dataset name or a catalog folder
     >>> pipeline = toolret.build("hybrid", catalog)             # fitted and indexed
     >>> toolret.evaluate(pipeline, catalog).means["recall@5"]
     >>> pipeline.save("my-index")
     >>> searcher = toolret.ToolSearcher.load("my-index")        # or "models:/adapt-myapi@champion"
     >>> searcher.search("book a table for two tonight", k=3)[0].name
-    >>> toolret.adapt("my-catalogue/", "adapted/")              # trained, selected, registered
+    >>> toolret.adapt("my-catalog/", "adapted/")              # trained, selected, registered
 
 Errors: every error toolret raises on purpose is a ``toolret.ToolretError`` naming what to fix.
 
@@ -35,13 +35,13 @@ class ToolHit:
     name: str
     score: float | None
     description: str = ""
-    tool: str | None = None  # the parent tool (ToolBench's tool_name) where the catalogue has one
+    tool: str | None = None  # the parent tool (ToolBench's tool_name) where the catalog has one
     category: str | None = None
     input_schema: Mapping[str, Any] | None = field(default=None, compare=False)
 
 
 def load_catalog(path_or_name: str | Path, *, root: str | Path | None = None) -> Catalog:
-    """A catalogue folder (curated, imported, or any BEIR layout) or a named dataset of the datasets folder
+    """A catalog folder (curated, imported, or any BEIR layout) or a named dataset of the datasets folder
     (``root``: default ``../shared/datasets`` / ``$TOOLRET_DATA_SOURCE``; files verified by checksum)."""
     if Path(path_or_name).is_dir():
         from toolret.catalog.io import load_catalog as load_folder

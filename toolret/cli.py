@@ -41,7 +41,7 @@ def _catalog(args: argparse.Namespace, params, components: list[str] | tuple[str
 
 
 def _folded(catalog, params, components: list[str] | tuple[str, ...] = ()):
-    """The catalogue a command works on: fold ``catalog.fold`` of ``catalog.folds`` when ``folds`` is set;
+    """The catalog a command works on: fold ``catalog.fold`` of ``catalog.folds`` when ``folds`` is set;
     else, for components that learn (``Component.trains``) on a dataset without a train split, fold
     ``catalog.fold`` of ``catalog.auto_folds`` (never test on what was trained on); else ``catalog``."""
     cfg = params.catalog
@@ -90,8 +90,8 @@ def cmd_catalog_clean(args: argparse.Namespace) -> None:
 
 
 def cmd_catalog_synthesize(args: argparse.Namespace) -> None:
-    """A training catalogue from its source's tools and their committed per-tool generations (``synthetic.<name>``):
-    the source is a dataset's curated catalogue (``data/curated/<source>``) or, outside ``datasets``, a named
+    """A training catalog from its source's tools and their committed per-tool generations (``synthetic.<name>``):
+    the source is a dataset's curated catalog (``data/curated/<source>``) or, outside ``datasets``, a named
     dataset loaded from its sources and cleaned."""
     from toolret.catalog.io import load_catalog, save_catalog
     from toolret.catalog.synthetic import stored_group_queries, stored_tool_queries, synthesize
@@ -99,7 +99,7 @@ def cmd_catalog_synthesize(args: argparse.Namespace) -> None:
 
     params = _params(args)
     if args.name not in params.synthetic:
-        raise CatalogError(f"no synthetic catalogue {args.name!r} in params.yaml (has {sorted(params.synthetic)})")
+        raise CatalogError(f"no synthetic catalog {args.name!r} in params.yaml (has {sorted(params.synthetic)})")
     spec = params.synthetic[args.name]
     if spec.source in params.datasets:
         from toolret.paths import data_dir
@@ -117,13 +117,13 @@ def cmd_catalog_synthesize(args: argparse.Namespace) -> None:
     catalog = synthesize(source, per_tool, spec, args.name, job, stored_group_queries(source, params, spec))
     report = validate_catalog(catalog)
     if not report.success:
-        raise CatalogError(f"synthetic catalogue {args.name!r} failed validation; nothing written:\n{report.summary()}")
+        raise CatalogError(f"synthetic catalog {args.name!r} failed validation; nothing written:\n{report.summary()}")
     save_catalog(catalog, args.out)
     print(json.dumps({k: v for k, v in catalog.provenance["synthetic"].items() if not isinstance(v, list)}))
 
 
 def cmd_catalog_select(args: argparse.Namespace) -> None:
-    """A catalogue whose test split is a slice of another's judged queries (toolret.catalog.select)."""
+    """A catalog whose test split is a slice of another's judged queries (toolret.catalog.select)."""
     from toolret.catalog.io import load_catalog, save_catalog
     from toolret.catalog.select import select_queries
     from toolret.catalog.validation import validate_catalog
@@ -132,21 +132,21 @@ def cmd_catalog_select(args: argparse.Namespace) -> None:
                              sample=args.sample, seed=args.seed)
     report = validate_catalog(catalog)
     if not report.success:
-        raise CatalogError(f"selected catalogue {args.name!r} failed validation; nothing written:\n{report.summary()}")
+        raise CatalogError(f"selected catalog {args.name!r} failed validation; nothing written:\n{report.summary()}")
     save_catalog(catalog, args.out)
     print(json.dumps({**catalog.provenance["selection"], "out": args.out}))
 
 
 def _check_import_target(args: argparse.Namespace) -> None:
-    """An import never replaces an existing catalogue (an evaluation one would lose its queries) unasked."""
+    """An import never replaces an existing catalog (an evaluation one would lose its queries) unasked."""
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.force:
-        what = "a catalogue" if (out / "catalog.json").is_file() else "files"
+        what = "a catalog" if (out / "catalog.json").is_file() else "files"
         raise CatalogError(f"{out}: already holds {what}; pass --force to replace it, or choose another --out")
 
 
 def cmd_import_openapi(args: argparse.Namespace) -> None:
-    """A curated catalogue of an OpenAPI 3 file: one tool per operation (toolret.catalog.importers.openapi)."""
+    """A curated catalog of an OpenAPI 3 file: one tool per operation (toolret.catalog.importers.openapi)."""
     from toolret.catalog.importers.openapi import import_openapi
     from toolret.catalog.io import save_catalog
 
@@ -157,7 +157,7 @@ def cmd_import_openapi(args: argparse.Namespace) -> None:
 
 
 def cmd_import_mcp(args: argparse.Namespace) -> None:
-    """A curated catalogue of a running MCP server's tools (toolret.catalog.importers.mcp)."""
+    """A curated catalog of a running MCP server's tools (toolret.catalog.importers.mcp)."""
     from toolret.catalog.importers.mcp import import_mcp
     from toolret.catalog.io import save_catalog
 
@@ -177,7 +177,7 @@ def _cleanup_kwargs(params) -> dict[str, Any]:
 
 
 def cmd_fit(args: argparse.Namespace) -> None:
-    """Fit one component on a catalogue; its learned artifact is written to ``--out``."""
+    """Fit one component on a catalog; its learned artifact is written to ``--out``."""
     from toolret.registry import BuildContext, build_component
 
     params = _params(args)
@@ -445,7 +445,7 @@ def cmd_report_ablations(args: argparse.Namespace) -> None:
 
 def method_command(command):
     """The function running a method's subcommand (:class:`toolret.registry.CliCommand`): its ``run`` target
-    called with the args, the params and, where the command takes ``--catalog`` / ``--dataset``, the catalogue."""
+    called with the args, the params and, where the command takes ``--catalog`` / ``--dataset``, the catalog."""
     def run(args: argparse.Namespace) -> None:
         import importlib
 
@@ -488,7 +488,7 @@ def cmd_generate_shards(args: argparse.Namespace) -> None:
 
 
 def cmd_adapt(args: argparse.Namespace) -> None:
-    """A trained, selected, registered and servable retriever for a catalogue (toolret.adapt)."""
+    """A trained, selected, registered and servable retriever for a catalog (toolret.adapt)."""
     from toolret.adapt import GeneratorSpec, adapt
 
     spec = GeneratorSpec(model=args.llm_model, engine="openai" if args.llm_base_url else args.llm_engine,
@@ -517,7 +517,7 @@ def _saved_pipeline(index: str) -> str:
     from toolret.adapt import resolve_index
     from toolret.pipeline import PIPELINE_FILE
 
-    index = resolve_index(index)  # a registry URI (models:/adapt-<catalogue>@champion) -> its folder
+    index = resolve_index(index)  # a registry URI (models:/adapt-<catalog>@champion) -> its folder
     if not (Path(index) / PIPELINE_FILE).is_file():
         raise CatalogError(f"--index {index}: not a saved pipeline (no {PIPELINE_FILE}; "
                            "one document variant of `toolret index`, e.g. data/indexes/<ds>/<method>/original)")
@@ -640,45 +640,45 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--catalog", required=True)
     c.add_argument("--out", required=True)
     c.set_defaults(func=cmd_catalog_clean)
-    sy = cat.add_parser("synthesize", help="a training catalogue of LLM-written queries from its source's committed "
+    sy = cat.add_parser("synthesize", help="a training catalog of LLM-written queries from its source's committed "
                         "per-tool generations (params.yaml synthetic.<name>; no LLM is run)")
     sy.add_argument("--name", required=True, help="the synthetic.<name> entry of params.yaml")
     sy.add_argument("--out", required=True)
     sy.set_defaults(func=cmd_catalog_synthesize)
-    se = cat.add_parser("select", help="a catalogue whose test split is a slice of another's judged queries (e.g. "
-                        "the multi-API requests of a training catalogue's dev split: --split dev --min-gold 2)")
-    se.add_argument("--catalog", required=True, help="the source curated catalogue")
+    se = cat.add_parser("select", help="a catalog whose test split is a slice of another's judged queries (e.g. "
+                        "the multi-API requests of a training catalog's dev split: --split dev --min-gold 2)")
+    se.add_argument("--catalog", required=True, help="the source curated catalog")
     se.add_argument("--split", required=True, choices=["train", "dev", "test"])
     se.add_argument("--min-gold", type=int, default=1, help="keep queries with at least this many gold tools")
     se.add_argument("--sample", type=int, default=0, help="a seeded sample of that many selected queries (0: all)")
     se.add_argument("--seed", type=int, default=13, help="the sample's seed")
-    se.add_argument("--name", required=True, help="the new catalogue's name")
+    se.add_argument("--name", required=True, help="the new catalog's name")
     se.add_argument("--out", required=True)
     se.set_defaults(func=cmd_catalog_select)
     queries_help = ("JSONL of judged queries, {\"_id\", \"text\", \"gold\": [tool ids]} per line: the test split "
-                    "(without: a serving-only catalogue, indexable and servable, not evaluable)")
-    iop = sub.add_parser("import-openapi", help="a curated catalogue of an OpenAPI 3 file (JSON or YAML): one tool "
+                    "(without: a serving-only catalog, indexable and servable, not evaluable)")
+    iop = sub.add_parser("import-openapi", help="a curated catalog of an OpenAPI 3 file (JSON or YAML): one tool "
                         "per operation, with its input schema")
     iop.add_argument("--spec", required=True, help="the OpenAPI 3 file")
-    iop.add_argument("--out", required=True, help="the catalogue directory to write")
-    iop.add_argument("--name", help="catalogue name (default: from info.title)")
+    iop.add_argument("--out", required=True, help="the catalog directory to write")
+    iop.add_argument("--name", help="catalog name (default: from info.title)")
     iop.add_argument("--queries", help=queries_help)
-    iop.add_argument("--force", action="store_true", help="replace an existing catalogue at --out")
+    iop.add_argument("--force", action="store_true", help="replace an existing catalog at --out")
     iop.set_defaults(func=cmd_import_openapi)
-    im = sub.add_parser("import-mcp", help="a curated catalogue of a running MCP server's tools (tools/list)")
+    im = sub.add_parser("import-mcp", help="a curated catalog of a running MCP server's tools (tools/list)")
     target = im.add_mutually_exclusive_group(required=True)
     target.add_argument("--command", dest="server_command", metavar="\"CMD ARGS\"",
                         help="launch this MCP server and speak to it over stdio")
     target.add_argument("--url", help="an MCP server's streamable HTTP endpoint, e.g. http://127.0.0.1:8000/mcp")
-    im.add_argument("--out", required=True, help="the catalogue directory to write")
-    im.add_argument("--name", help="catalogue name (default: from the server's name)")
+    im.add_argument("--out", required=True, help="the catalog directory to write")
+    im.add_argument("--name", help="catalog name (default: from the server's name)")
     im.add_argument("--queries", help=queries_help)
     im.add_argument("--timeout", type=float, default=120, help="seconds to wait for the server's tool list")
-    im.add_argument("--force", action="store_true", help="replace an existing catalogue at --out")
+    im.add_argument("--force", action="store_true", help="replace an existing catalog at --out")
     im.set_defaults(func=cmd_import_mcp)
-    ad = sub.add_parser("adapt", help="train, select, register and write a servable retriever for a catalogue "
+    ad = sub.add_parser("adapt", help="train, select, register and write a servable retriever for a catalog "
                         "from its tool documents alone (LLM-written requests)")
-    ad.add_argument("--catalog", required=True, help="the catalogue folder (import-openapi / import-mcp / BEIR)")
+    ad.add_argument("--catalog", required=True, help="the catalog folder (import-openapi / import-mcp / BEIR)")
     ad.add_argument("--out", required=True, help="where generations, models and the champion index go")
     ad.add_argument("--queries", help="labelled queries (JSONL: _id, text, gold): scored, never used to choose")
     ad.add_argument("--budget", choices=["fast", "full"], default="fast")
@@ -702,7 +702,7 @@ def build_parser() -> argparse.ArgumentParser:
         g.add_argument("--catalog", help="curated catalog directory")
         g.add_argument("--dataset", help="dataset name or BEIR directory (loaded from the sources)")
 
-    f = sub.add_parser("fit", help="fit one component on a catalogue (dense-ft training, Re-Invoke query generation ...)")
+    f = sub.add_parser("fit", help="fit one component on a catalog (dense-ft training, Re-Invoke query generation ...)")
     source(f)
     f.add_argument("--method", required=True, help="component name")
     f.add_argument("--out", required=True, help="the component's learned artifact")

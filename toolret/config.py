@@ -53,14 +53,14 @@ class ComponentSection(StrictModel):
 
 class SourceConfig(StrictModel):
     root: str = "../shared/datasets"  # raw datasets, verified against MANIFEST.tsv ($TOOLRET_DATA_SOURCE wins)
-    beir: dict[str, str] = Field(default_factory=dict)  # extra user catalogues: name -> BEIR directory
+    beir: dict[str, str] = Field(default_factory=dict)  # extra user catalogs: name -> BEIR directory
 
 
 class CatalogConfig(StrictModel):
     dev_fraction: float = Field(0.05, ge=0, lt=1)  # dev split carved from train (never from test)
     seed: int = 13
     # k-fold over the test queries (toolret.catalog.folds): fold `fold` of `folds` becomes the train split
-    # of a catalogue named <dataset>-fold<fold>of<folds>. 0 = the dataset's own splits, except for a
+    # of a catalog named <dataset>-fold<fold>of<folds>. 0 = the dataset's own splits, except for a
     # pipeline that learns on a dataset without a train split, which gets `auto_folds` folds.
     folds: int = Field(0, ge=0)
     fold: int = Field(0, ge=0)
@@ -68,7 +68,7 @@ class CatalogConfig(StrictModel):
 
 
 class CleanupConfig(StrictModel):
-    target_length: str | int = "median"  # bring docs near the catalogue's median token count
+    target_length: str | int = "median"  # bring docs near the catalog's median token count
     # the tokenizer document lengths are counted in (a model package name or folder): the cleaning is a core
     # stage and names its own tokenizer rather than reading a retriever's section
     tokenizer: str = "all-MiniLM-L6-v2"
@@ -99,10 +99,10 @@ class GridVariant(StrictModel):
 
 
 class SyntheticSpec(StrictModel):
-    """One synthetic training catalogue (``params.yaml: synthetic: {<name>: ...}``, built by
+    """One synthetic training catalog (``params.yaml: synthetic: {<name>: ...}``, built by
     :mod:`toolret.catalog.synthetic` into ``data/curated/<name>``)."""
 
-    # the catalogue whose tools the job wrote queries for: a dataset of `datasets` (its curated catalogue is read)
+    # the catalog whose tools the job wrote queries for: a dataset of `datasets` (its curated catalog is read)
     # or another named dataset -- a corpus too large to evaluate in `make run` (the 46,879-API environment) --
     # which the synthesize stage loads from its own source folders and cleans
     source: str
@@ -137,10 +137,10 @@ class SyntheticSpec(StrictModel):
 
 
 class SelectionSpec(StrictModel):
-    """One catalogue sliced from another's judged queries (``params.yaml: selections: {<name>: ...}``, built by
+    """One catalog sliced from another's judged queries (``params.yaml: selections: {<name>: ...}``, built by
     :mod:`toolret.catalog.select` into ``data/curated/<name>``; its test split = the selected queries)."""
 
-    source: str  # a curated catalogue (a dataset or a synthetic training catalogue)
+    source: str  # a curated catalog (a dataset or a synthetic training catalog)
     split: Literal["train", "dev", "test"]
     min_gold: int = Field(1, ge=1)  # keep the queries with at least this many gold tools
     sample: int = Field(0, ge=0)  # a seeded sample of that many of them (0 = all)
@@ -161,16 +161,16 @@ class CoreParams(StrictModel):
     cleanup: CleanupConfig = Field(default_factory=CleanupConfig)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
-    synthetic: dict[str, SyntheticSpec] = Field(default_factory=dict)  # training catalogues from tool documents
+    synthetic: dict[str, SyntheticSpec] = Field(default_factory=dict)  # training catalogs from tool documents
     selections: dict[str, SelectionSpec] = Field(default_factory=dict)  # evaluation slices (e.g. a dev split's)
     # evaluated dataset -> the dataset its learning components (dense-ft, hybrid's dense-ft side ...) train on:
-    # itself, or for a test-only benchmark its training catalogue (a ToolBench group -> toolbench-synthetic);
+    # itself, or for a test-only benchmark its training catalog (a ToolBench group -> toolbench-synthetic);
     # unlisted: the dataset itself. Every entry gets the index_ft / evaluate_ft stages (dense-ft of the value).
     trained_on: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _selection_sources_are_built(self):
-        """A selection is sliced from a curated catalogue: a dataset's or a synthetic one's."""
+        """A selection is sliced from a curated catalog: a dataset's or a synthetic one's."""
         known = set(self.datasets) | set(self.synthetic)
         missing = {name: spec.source for name, spec in self.selections.items() if spec.source not in known}
         if missing:

@@ -15,7 +15,7 @@ class ToolretError(Exception):
 
 
 class CatalogError(ToolretError, ValueError):
-    """Malformed input: a catalogue, a params file, a request file; the message names the file and record."""
+    """Malformed input: a catalog, a params file, a request file; the message names the file and record."""
 
 
 class ConfigError(CatalogError):
@@ -27,7 +27,7 @@ class StaleArtifactError(CatalogError):
 
 
 class AdaptInputError(CatalogError):
-    """A catalogue ``adapt`` cannot learn from; the message names the file and the offending records."""
+    """A catalog ``adapt`` cannot learn from; the message names the file and the offending records."""
 
 
 class EvaluationError(ToolretError, ValueError):

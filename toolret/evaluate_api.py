@@ -1,10 +1,10 @@
 """The evaluation API: judgements (:class:`Qrels`), rankings (:class:`Run`), :func:`evaluate`, :func:`compare`.
 
-Pure scoring and statistics, nothing else: this module imports no catalogue code, no MLflow and no
+Pure scoring and statistics, nothing else: this module imports no catalog code, no MLflow and no
 Dagster (``tests/metrics/test_evaluate_api.py`` checks it in a fresh interpreter). The metric maths is
 :mod:`toolret.metrics` (:func:`~toolret.metrics.per_query_metrics`, :func:`~toolret.metrics.aggregate`,
 :func:`~toolret.metrics.bootstrap_cis`, :func:`~toolret.metrics.paired_test`); this module validates the
-inputs, composes those functions and returns plain dataclasses. The catalogue adapter is
+inputs, composes those functions and returns plain dataclasses. The catalog adapter is
 :func:`toolret.evaluation.qrels_from_catalog`; MLflow reporting (:mod:`toolret.tracking.comparison`)
 renders what :func:`compare` returns.
 
@@ -148,7 +148,7 @@ class Qrels(Mapping[str, Mapping[str, int]]):
     """Relevance judgements: query id -> {tool id: integer relevance} (a read-only mapping).
 
     Build it with :meth:`from_dict`, :meth:`from_gold`, :meth:`from_tsv` or :meth:`from_jsonl` (a
-    catalogue's gold: :func:`toolret.evaluation.qrels_from_catalog`). A query may be judged with no
+    catalog's gold: :func:`toolret.evaluation.qrels_from_catalog`). A query may be judged with no
     relevant tool (every relevance <= 0); :func:`evaluate` skips it.
     """
 

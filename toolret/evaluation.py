@@ -1,7 +1,7 @@
 """Evaluate one retriever on one catalog: rankings -> per-query metrics -> the evaluation JSON.
 
 The scoring is :func:`toolret.evaluate_api.evaluate` (a :class:`~toolret.evaluate_api.Run` of the ranking
-against :func:`qrels_from_catalog`); this module adds the catalogue's side (query texts, tool names),
+against :func:`qrels_from_catalog`); this module adds the catalog's side (query texts, tool names),
 latency, provenance and the files.
 
 The JSON (written by ``toolret evaluate`` and the ``evaluate`` DVC stages) holds ``dataset``,
@@ -56,11 +56,11 @@ def single_query_latency_ms(retriever: Retriever, texts: Sequence[str], k: int, 
 
 
 def qrels_from_catalog(catalog: Catalog, query_ids: Sequence[str] | None = None) -> Qrels:
-    """The catalogue's gold as :class:`~toolret.evaluate_api.Qrels` (relevance 1 per gold tool).
+    """The catalog's gold as :class:`~toolret.evaluate_api.Qrels` (relevance 1 per gold tool).
 
     ``query_ids`` (default: every query with judgements) are the queries, in that order; one without
     gold gets an empty judgement (``evaluate`` skips it). The adapter lives here, not in
-    :mod:`toolret.evaluate_api`, so that the evaluation API imports no catalogue code.
+    :mod:`toolret.evaluate_api`, so that the evaluation API imports no catalog code.
     """
     from toolret.evaluate_api import Qrels
 
@@ -71,7 +71,7 @@ def qrels_from_catalog(catalog: Catalog, query_ids: Sequence[str] | None = None)
 def score_ranking(ranking: Ranking, catalog: Catalog, ks: Sequence[int], bootstrap_samples: int = 1000,
                   seed: int = 13) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Metrics, CIs and per-query rows of a ranking against the catalog's qrels
-    (:func:`toolret.evaluate_api.evaluate` of the ranking's run and the catalogue's gold)."""
+    (:func:`toolret.evaluate_api.evaluate` of the ranking's run and the catalog's gold)."""
     from toolret.evaluate_api import Run, evaluate
 
     run = Run.from_ranking(ranking)

@@ -119,7 +119,7 @@ def project_path(value: str | os.PathLike) -> Path:
 
 def model_dir(training: str | os.PathLike, component: str) -> Path:
     """Where ``component``'s artifact trained on ``training`` lives: ``data/models/<name>/<component>`` for a
-    named catalogue; a catalogue folder under ``data/curated`` keeps its sub-path (``data/curated/ablations/x``
+    named catalog; a catalog folder under ``data/curated`` keeps its sub-path (``data/curated/ablations/x``
     -> ``data/models/ablations/x``, so an ablation's models sit beside each other); another folder by its name."""
     path = Path(training)
     if len(path.parts) > 1:

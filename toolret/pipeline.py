@@ -50,7 +50,7 @@ class Pipeline:
         parts = [c.name for c in (rewriter, retriever, *self.rerankers) if c is not None]
         self.name = name or "+".join(parts)
         # what a served pipeline tells agents (toolret.catalog.tool_records): the indexed tools' records and the
-        # catalogue it was fitted on; saved as tools.jsonl / pipeline.json "catalog", None when unknown
+        # catalog it was fitted on; saved as tools.jsonl / pipeline.json "catalog", None when unknown
         self.tool_records: list[dict[str, Any]] | None = None
         self.catalog_info: dict[str, Any] | None = None
         self._indexed_tools: list[Any] | None = None  # the Corpus tools, turned into records on save
@@ -61,7 +61,7 @@ class Pipeline:
 
     # ---------------------------------------------------------------- learn / index
     def fit(self, catalog: Catalog) -> None:
-        """Fit every component on the catalogue (train split; dev split for selection)."""
+        """Fit every component on the catalog (train split; dev split for selection)."""
         from toolret.catalog.tool_records import catalog_summary
 
         for c in self.components:
@@ -136,7 +136,7 @@ class Pipeline:
 
     @classmethod
     def load(cls, path: str | Path) -> Pipeline:
-        """A saved pipeline; its tool records and catalogue summary where it was saved with them (an older
+        """A saved pipeline; its tool records and catalog summary where it was saved with them (an older
         index without ``tools.jsonl`` loads with ``tool_records = None``)."""
         from toolret.registry import load_component
         from toolret.catalog.tool_records import TOOLS_FILE, read_tools

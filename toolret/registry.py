@@ -4,7 +4,7 @@ A method is one folder under ``toolret/methods/<name>/`` whose ``__init__`` buil
 :func:`register_method` once. A ``Method`` holds what the method brings:
 
 - ``components`` -- rewriters, retrievers and rerankers (:class:`Component`): how to build one for a
-  catalogue (``build(ctx)``), how to load a saved one (``load(path)``), which ``params.yaml`` sections it reads;
+  catalog (``build(ctx)``), how to load a saved one (``load(path)``), which ``params.yaml`` sections it reads;
 - ``pipelines`` -- names for compositions (:class:`NamedPipeline`: ``reinvoke`` = ``reinvoke-intents+reinvoke-qgen``);
 - ``sections`` -- its ``params.yaml`` sections (:class:`Section`: a pydantic model, the single source of defaults);
 - ``stages`` -- its DVC stage templates (:class:`StageTemplate`, most made by the factories of
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class BuildContext:
-    """What a component builder gets: the catalogue it will serve, the validated params (a
+    """What a component builder gets: the catalog it will serve, the validated params (a
     :class:`toolret.config.CoreParams`, typed ``Any``: the registry never imports the config), and an
     optional ``model`` path (``--model``: an encoder folder, a fine-tune artifact ...)."""
 
@@ -56,13 +56,13 @@ class BuildContext:
     model: str | None = None
 
     def artifact_dir(self, group: str) -> Path:
-        """``data/<group>/<dataset>``: where a component's stage artifacts for this catalogue live."""
+        """``data/<group>/<dataset>``: where a component's stage artifacts for this catalog live."""
         return data_dir() / group / self.catalog.name
 
     @property
     def training_name(self) -> str:
-        """The dataset a learning component of this catalogue trains on: ``params.trained_on`` maps a
-        test-only benchmark to one (its synthetic training catalogue); else the catalogue itself."""
+        """The dataset a learning component of this catalog trains on: ``params.trained_on`` maps a
+        test-only benchmark to one (its synthetic training catalog); else the catalog itself."""
         return (getattr(self.params, "trained_on", None) or {}).get(self.catalog.name, self.catalog.name)
 
 
@@ -77,14 +77,14 @@ class Component:
         load: ``path -> component`` for a directory written by the component's ``save``.
         sections: the ``params.yaml`` sections it reads (DVC param deps, MLflow params).
         description: one line for ``toolret datasets`` and docs.
-        trains: its ``fit`` learns from a train split: the evaluated catalogue's (on a dataset without
+        trains: its ``fit`` learns from a train split: the evaluated catalog's (on a dataset without
             one the CLI evaluates it on a k-fold of the test split: ``catalog.folds`` / ``catalog.auto_folds``)
             unless ``train_dataset(params)`` names another dataset it learns from.
         train_dataset: ``params -> dataset name | None``: where a learning component trains when that is
-            not the evaluated catalogue (ToolRerank's ``toolrerank.train_dataset``).
+            not the evaluated catalog (ToolRerank's ``toolrerank.train_dataset``).
         reads_docs: ``params -> document variants`` it reads beside the pipeline's own (``hybrid``'s dense
-            side reads ``cleaned``): ``toolret evaluate`` derives those the catalogue lacks.
-        reads_catalogues: ``params -> catalogue names`` it loads whatever the evaluated catalogue
+            side reads ``cleaned``): ``toolret evaluate`` derives those the catalog lacks.
+        reads_catalogs: ``params -> catalog names`` it loads whatever the evaluated catalog
             (``hybrid``'s ``dev_dataset``): every stage building it lists their curated folders as deps.
     """
 
@@ -97,10 +97,10 @@ class Component:
     trains: bool = False  # fit learns from a train split (a dataset without one is k-folded, see cli)
     train_dataset: Callable[[Any], str | None] | None = None
     reads_docs: Callable[[Any], tuple[str, ...]] | None = None
-    reads_catalogues: Callable[[Any], tuple[str, ...]] | None = None
+    reads_catalogs: Callable[[Any], tuple[str, ...]] | None = None
 
     def learns_from(self, catalog_name: str, params: Any) -> bool:
-        """Whether ``fit`` learns from this catalogue's own train split (not from its own
+        """Whether ``fit`` learns from this catalog's own train split (not from its own
         ``train_dataset(params)``, nor from ``params.trained_on[catalog_name]``)."""
         if not self.trains:
             return False
@@ -163,7 +163,7 @@ class StageTemplate:
     name the item ``${key}``. An item with fewer paths than the widest one repeats its last path.
 
     ``keep(params, item)`` drops ``foreach`` items that get no stage (a ``trained_on`` entry naming a training
-    catalogue has no test split to evaluate); the kept list or mapping is then written out literally.
+    catalog has no test split to evaluate); the kept list or mapping is then written out literally.
     ``params_deps(params)``: deps read from params when ``dvc.yaml`` is generated (e.g. the dense-ft models
     the evaluated datasets' first stage reads). Either way: regenerate ``dvc.yaml`` after editing those params
     (``tests/test_stages.py`` checks it is current).

@@ -3,9 +3,9 @@
 numpy dispatches its sorts and partitions to AVX-512 kernels (x86-simd-sort) where the CPU has them, and
 those order *tied* values differently from the AVX2 kernels. BM25 scores tie often (short tool documents,
 repeated terms), so the top-k that ``bm25s`` selects with ``np.argpartition`` -- and everything decided
-from it: the BM25-filtered synthetic training catalogues, their rerankers, every BM25 ranking -- depended on
+from it: the BM25-filtered synthetic training catalogs, their rerankers, every BM25 ranking -- depended on
 the machine: an AVX-512 box rebuilt ``synthesize@toolbench-synthetic-filtered`` to other bytes than
-``dvc.lock`` records (``tests/test_committed_catalogues_rebuild.py``), and the outputs flipped with the
+``dvc.lock`` records (``tests/test_committed_catalogs_rebuild.py``), and the outputs flipped with the
 machine a session ran on. Disabling numpy's AVX-512 dispatch targets (``NPY_DISABLE_CPU_FEATURES``; read once,
 when numpy is imported) makes every x86-64 machine with AVX2 take the same kernels. The Makefile exports the
 variable for every command it runs, the orchestration passes it to each stage (``dagster_project.resources.

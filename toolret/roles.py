@@ -12,7 +12,7 @@ Reranker       ``rerank(queries, Ranking, k) -> Ranking``  (ToolRerank, Rerank-m
 A component whose ``search`` / ``rerank`` only reads shared state declares ``concurrent_search = True``
 (:func:`concurrent_safe`); the server then runs concurrent searches on it without a lock.
 
-Each role has ``fit(catalog)`` (learn from the catalogue's train split, select on its dev split; a no-op
+Each role has ``fit(catalog)`` (learn from the catalog's train split, select on its dev split; a no-op
 for unsupervised components), ``save(path)`` and a classmethod ``load(path)`` that round-trip: a loaded
 component ranks exactly as the saved one. A :class:`toolret.pipeline.Pipeline` chains
 ``[rewriter] -> retriever -> [reranker ...]``; components are registered in :mod:`toolret.registry`.

@@ -21,13 +21,13 @@ def model_dep(training: str, component: str) -> str:
     return (Path("data") / model_dir(training, component).relative_to(data_dir())).as_posix()
 
 
-def dense_ft_deps(params: Any, catalogue: str) -> tuple[str, ...]:
-    """The dense-ft a catalogue's learning components read (its ``trained_on`` entry, else its own), as DVC
+def dense_ft_deps(params: Any, catalog: str) -> tuple[str, ...]:
+    """The dense-ft a catalog's learning components read (its ``trained_on`` entry, else its own), as DVC
     deps: ``data/models/<training>/dense-ft``, plus ``data/curated/<training>`` where that is another
-    catalogue (loading the artifact checks its key against that catalogue's train split)."""
-    training = (param_value(params, "trained_on") or {}).get(catalogue, catalogue)
+    catalog (loading the artifact checks its key against that catalog's train split)."""
+    training = (param_value(params, "trained_on") or {}).get(catalog, catalog)
     model = model_dep(training, "dense-ft")
-    return (model,) if training == catalogue else (model, f"data/curated/{training}")
+    return (model,) if training == catalog else (model, f"data/curated/{training}")
 
 
 def index_and_evaluate(method: str, *, names: tuple[str, str], orders: tuple[int, int], index_desc: str,
@@ -41,7 +41,7 @@ def index_and_evaluate(method: str, *, names: tuple[str, str], orders: tuple[int
     reads), then ``toolret evaluate-index`` into ``data/runs/<ds>/<method>``. ``names`` / ``orders``: the
     (index, evaluate) stage names and orders; ``dataset`` / ``method``: the evaluated dataset's and the
     method's variables (``${key}`` when ``foreach`` is a mapping whose values name something else, e.g. the
-    training catalogue of ``trained_on``; ``${item.method}`` in a matrix, whose components are then the
+    training catalog of ``trained_on``; ``${item.method}`` in a matrix, whose components are then the
     params list ``components_param``). ``keep``: the ``foreach`` items evaluated (:class:`StageTemplate`);
     ``params_deps``: the index's deps read from params. The templates name this module as the one that wrote
     them (a code dep of the stages), not the method listing them."""
@@ -68,7 +68,7 @@ def ablation_grid(method: str, *, grid: str, order: int, desc: str, components: 
                   costly: bool = False, params_deps: Any = None) -> StageTemplate:
     """The stage evaluating every row of a method's params grid (``toolret evaluate-grid --grid <grid>``) on
     each dataset of ``<method>_datasets`` into ``data/runs/<ds>/<method>-ablations`` (``deps``: what it reads
-    beside the curated catalogue; ``outs``: anything it writes beside the runs, e.g. the rows' models)."""
+    beside the curated catalog; ``outs``: anything it writes beside the runs, e.g. the rows' models)."""
     return StageTemplate(
         name=f"{method}_ablations", order=order, costly=costly, foreach=f"${{{method}_datasets}}", desc=desc,
         cmd=f"toolret evaluate-grid --catalog data/curated/${{item}} --grid {grid} "

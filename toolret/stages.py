@@ -36,7 +36,7 @@ HEADER = """\
 # Code deps are the source files each stage's command imports (transitively). Dagster builds one asset
 # per stage item from this file and runs it with `dvc repro --single-item <stage>`. The catalog stage
 # lists params.yaml's `datasets` with their own source folders, and some stages list items or deps read from
-# params (`trained_on`, `toolrerank`'s training catalogues and grids): regenerate after editing those.
+# params (`trained_on`, `toolrerank`'s training catalogs and grids): regenerate after editing those.
 """
 
 
@@ -172,13 +172,13 @@ def stage_components(template: StageTemplate, params: Any) -> list[str]:
     return out
 
 
-def catalogue_deps(template: StageTemplate, params: Any) -> list[str]:
-    """``data/curated/<name>`` of every catalogue the stage's components load whatever the evaluated one
-    (:attr:`toolret.registry.Component.reads_catalogues`)."""
+def catalog_deps(template: StageTemplate, params: Any) -> list[str]:
+    """``data/curated/<name>`` of every catalog the stage's components load whatever the evaluated one
+    (:attr:`toolret.registry.Component.reads_catalogs`)."""
     from toolret.registry import component
 
-    names = [n for c in stage_components(template, params) if component(c).reads_catalogues
-             for n in component(c).reads_catalogues(params)]
+    names = [n for c in stage_components(template, params) if component(c).reads_catalogs
+             for n in component(c).reads_catalogs(params)]
     return [f"data/curated/{n}" for n in dict.fromkeys(names)]
 
 
@@ -239,7 +239,7 @@ def _stage_dict(t: StageTemplate, params: Any) -> dict[str, Any]:
         foreach = _foreach_value(t, params)
     if t.params_deps is not None:
         deps += [d for d in t.params_deps(params) if d not in deps]
-    deps += [d for d in catalogue_deps(t, params) if d not in deps]
+    deps += [d for d in catalog_deps(t, params) if d not in deps]
     body: dict[str, Any] = {"desc": t.desc, "cmd": t.cmd, "deps": deps + code_deps(t, params)}
     if t.params:
         body["params"] = list(t.params)

@@ -1,4 +1,4 @@
-"""`toolret adapt` on the benchmarks treated as catalogues without queries: adapt reads each dataset's tool
+"""`toolret adapt` on the benchmarks treated as catalogs without queries: adapt reads each dataset's tool
 documents only; its test queries are the labelled queries that score the result (never used to choose).
 
 Writes ``benchmarks/results/adapt/<dataset>.json`` (the adapt report and the table row) and renders
@@ -26,18 +26,18 @@ BASELINES = ("bm25", "dense", "hybrid")
 
 
 def prepare(dataset: str, work: Path) -> tuple[Path, Path]:
-    """The dataset's tools as a catalogue without queries, and its test queries as a labelled file."""
+    """The dataset's tools as a catalog without queries, and its test queries as a labelled file."""
     from toolret.catalog.io import save_catalog
     from toolret.catalog.model import Catalog
     from toolret.catalog.registry import load_dataset
 
     full = load_dataset(dataset)
     tools = Catalog(dataset, list(full.tools), [], {}, {"source": dataset, "purpose": "serving"})
-    catalogue = save_catalog(tools, work / "catalogue")
+    catalog = save_catalog(tools, work / "catalog")
     labelled = work / "labelled-test.jsonl"
     labelled.write_text("".join(json.dumps({"_id": q.id, "text": q.text, "gold": sorted(full.gold(q.id))}) + "\n"
                                 for q in full.split("test")), encoding="utf-8")
-    return catalogue, labelled
+    return catalog, labelled
 
 
 def row(dataset: str, report: dict) -> dict:
@@ -51,7 +51,7 @@ def row(dataset: str, report: dict) -> dict:
                        "p_vs_best_untrained": None if name == best_untrained else r["vs"][best_untrained][main]}
     return {"dataset": dataset, "metric": main, "best_untrained": best_untrained,
             "champion": report["selection"]["champion"], "why": report["selection"]["why"], "cells": cells,
-            "seconds": report["seconds"], "generation": report["generation"], "n_tools": report["catalogue"]["n_tools"],
+            "seconds": report["seconds"], "generation": report["generation"], "n_tools": report["catalog"]["n_tools"],
             "n_test": lab["bm25"]["n_queries"]}
 
 
@@ -78,7 +78,7 @@ def render() -> str:
     rows = [json.loads(p.read_text())["row"] for p in sorted(RESULTS.glob("*.json")) if not p.name.startswith("incremental-")]
     cols = ["bm25", "dense", "hybrid", "bm25-stem", "dense-ft", "hybrid-ft", "bm25-exp", "dense-exp", "hybrid-exp",
             "hybrid-exp-ft"]
-    out = ["# `toolret adapt` on the benchmarks, as catalogues without queries", "",
+    out = ["# `toolret adapt` on the benchmarks, as catalogs without queries", "",
            "adapt reads each dataset's tool documents only (requests written by the default 0.5B generator, "
            "budget `fast`: 5 per tool, and one request needing every tool of each of up to 200 groups of 2-3 "
            "related tools); the champion is chosen on the synthetic dev split's goal-style requests "
@@ -146,9 +146,9 @@ def main(argv=None) -> int:
 
         for dataset in args.datasets:
             work = ROOT / "data" / "adapt" / dataset
-            catalogue, labelled = prepare(dataset, work)
+            catalog, labelled = prepare(dataset, work)
             t0 = time.perf_counter()
-            report = adapt(catalogue, work, queries=labelled, budget=args.budget)
+            report = adapt(catalog, work, queries=labelled, budget=args.budget)
             report["wall_seconds"] = round(time.perf_counter() - t0, 1)
             new = row(dataset, report)
             new["cost"] = _cost(RESULTS / f"{dataset}.json", report)

@@ -1,4 +1,4 @@
-"""Re-adapt after tools were added: the adapted catalogue of ``--base`` (``tools/adapt_benchmarks.py`` output)
+"""Re-adapt after tools were added: the adapted catalog of ``--base`` (``tools/adapt_benchmarks.py`` output)
 grows by ``--add`` tools taken from ``--from`` (another dataset's tools, so they are new to it); the re-adapt
 must generate requests for those tools only and cost a fraction of the first adapt.
 
@@ -44,16 +44,16 @@ def main(argv=None) -> int:
     if args.fresh:
         work.mkdir(parents=True)
         t0 = time.perf_counter()
-        first = adapt(base / "catalogue", work, budget=first["budget"], register=False)
+        first = adapt(base / "catalog", work, budget=first["budget"], register=False)
         first_seconds, first_how = time.perf_counter() - t0, "measured here, from an empty output folder"
     else:
-        shutil.copytree(base, work, ignore=shutil.ignore_patterns("catalogue", "labelled-test.jsonl"))
+        shutil.copytree(base, work, ignore=shutil.ignore_patterns("catalog", "labelled-test.jsonl"))
         cost = stored["row"].get("cost") or {"seconds": first["seconds"]}
         first_seconds, first_how = cost["seconds"], "the recorded cost of the adapt that generated its requests"
-    old = load_catalog(base / "catalogue")
+    old = load_catalog(base / "catalog")
     new = [Tool(f"added-{t.id}", t.name, {"original": t.text}, t.tool, t.category)
            for t in load_dataset(args.source).tools[: args.add]]
-    grown = save_catalog(Catalog(old.name, [*old.tools, *new], [], {}, old.provenance), work / "catalogue")
+    grown = save_catalog(Catalog(old.name, [*old.tools, *new], [], {}, old.provenance), work / "catalog")
     t0 = time.perf_counter()
     report = adapt(grown, work, budget=first["budget"], register=False)
     seconds = time.perf_counter() - t0

@@ -15,7 +15,7 @@ A data dep narrowed to a committed subfolder of a folder dep it had (``data/gene
 ``data/generations/<model>``: every file git-tracked) gets that subfolder's DVC directory hash.
 
 With ``--adopt`` a data dep the stage newly declares (one it already read but did not list, e.g. the
-catalogue a dense-ft artifact's key is checked against) gets the entry its producing stage locked for it as
+catalog a dense-ft artifact's key is checked against) gets the entry its producing stage locked for it as
 an output: the data the stage was built from, since the stage's own inputs are checked against it at run
 time. Each adoption is printed; a dep no locked stage produces is still an error.
 

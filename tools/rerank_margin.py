@@ -2,7 +2,7 @@
 
 The must-show of issue 26 asks `toolrerank` to beat the best of Rerank-10/30/50 (the paper: +4 R@5). Every trained
 artifact of ``params.yaml: toolrerank.ablations`` (the registered one and each row that names another training
-catalogue or artifact: ``toolrerank.train_dataset`` / ``toolrerank.artifact`` in its ``set``) gets, with the same
+catalog or artifact: ``toolrerank.train_dataset`` / ``toolrerank.artifact`` in its ``set``) gets, with the same
 settings, a ``toolrerank`` row (its dev-selected settings), a ``toolrerank_paper`` row (the same with ``ce_weight``
 1.0: truncation and hierarchy over the reranked order alone, no fusion with the first stage -- the paper's method)
 and ``rerank-10/30/50`` rows (the reranked order alone, as the stage grid's Rerank-m); ``evaluate-grid`` runs them on

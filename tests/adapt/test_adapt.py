@@ -1,6 +1,6 @@
-"""`toolret adapt` end to end on a small fixture catalogue with the test LLM (SmolLM2-135M, tiny budget):
+"""`toolret adapt` end to end on a small fixture catalog with the test LLM (SmolLM2-135M, tiny budget):
 the champion is chosen on synthetic dev only, served over MCP, re-adapted incrementally, resumed after kill -9;
-bad catalogues are refused naming the offenders and leave the previous champion in place."""
+bad catalogs are refused naming the offenders and leave the previous champion in place."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import pytest
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 sys.path.insert(0, str(FIXTURES))
 
-# the module fixture adapts a catalogue end to end (~10 min on 2 idle cores): above the 900 s default
+# the module fixture adapts a catalog end to end (~10 min on 2 idle cores): above the 900 s default
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 TINY = {"epochs": 1, "max_train_pairs": 64}
@@ -90,7 +90,7 @@ def test_adapt_end_to_end(adapted) -> None:
     assert report["generation"]["samples"] == 30 * N
     # the champion is a servable index with its card; registered with the alias `champion`
     card = json.loads((out / "champion" / "model_card.json").read_text())
-    assert card["catalogue"]["fingerprint"] == report["catalogue"]["fingerprint"]
+    assert card["catalog"]["fingerprint"] == report["catalog"]["fingerprint"]
     assert (out / "champion" / "MODEL_CARD.md").read_text().splitlines()[0] == f"# fixture: {champion}"
     assert Path(resolve_index("models:/adapt-fixture@champion", uri)).resolve() == (out / "champion").resolve()
     hits = Pipeline.load(out / "champion").search(["Will it rain in Paris this week?"], 3).ranked_ids(0)
@@ -130,7 +130,7 @@ def test_readapt_generates_for_new_tools_only_and_mcp_serves_the_new_tool(adapte
 
     out, report, uri = adapted
     directory, _ = fixture_catalog
-    grown = shutil.copytree(directory, tmp_path / "grown" / Path(directory).name)  # same catalogue name
+    grown = shutil.copytree(directory, tmp_path / "grown" / Path(directory).name)  # same catalog name
     new = {"_id": "t900", "title": "Adopt A Pet",
            "text": "category_name:Animals, tool_name:PawFinder, api_name:Adopt A Pet, api_description:Search shelter "
                    "animals (dogs, cats, rabbits) available for adoption near a zip code., required_params: "
@@ -157,7 +157,7 @@ def test_readapt_generates_for_new_tools_only_and_mcp_serves_the_new_tool(adapte
 
 
 @pytest.mark.parametrize("mutate, message", [
-    (lambda d: (d / "corpus.jsonl").write_text(""), "the catalogue has no tools"),
+    (lambda d: (d / "corpus.jsonl").write_text(""), "the catalog has no tools"),
     (lambda d: (d / "corpus.jsonl").write_text((d / "corpus.jsonl").read_text() + (d / "corpus.jsonl").read_text()
                                                .splitlines()[0] + "\n"), "duplicate tool ids"),
     (lambda d: (d / "corpus.jsonl").write_text("\n".join(
@@ -165,7 +165,7 @@ def test_readapt_generates_for_new_tools_only_and_mcp_serves_the_new_tool(adapte
         for i, line in enumerate((d / "corpus.jsonl").read_text().splitlines())) + "\n"),
      "2 tool(s) with an empty document: 't000', 't001'"),
 ])
-def test_bad_catalogues_are_refused_and_the_champion_stays(adapted, fixture_catalog, llm, spec, tmp_path, mutate,
+def test_bad_catalogs_are_refused_and_the_champion_stays(adapted, fixture_catalog, llm, spec, tmp_path, mutate,
                                                            message) -> None:
     from toolret.adapt import adapt
     from toolret.errors import AdaptInputError

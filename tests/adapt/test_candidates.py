@@ -1,5 +1,5 @@
 """The fused candidate ``hybrid-exp-ft`` (BM25 over expanded documents + the LoRA-trained encoder): built,
-trained, saved and loaded back as the served champion would be, on the fixture catalogue."""
+trained, saved and loaded back as the served champion would be, on the fixture catalog."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def test_a_served_fused_expansion_keeps_the_weight_chosen_on_dev(tmp_path: Path)
     dev_pipe = cand.build(train_only)
     dev_pipe.fit(catalog)
     dev_pipe.index(Corpus.from_catalog(catalog))
-    dev_pipe.retriever.weight = 0.3  # as if dev had chosen it (a refit on this catalogue would take 0.5)
+    dev_pipe.retriever.weight = 0.3  # as if dev had chosen it (a refit on this catalog would take 0.5)
     served = served_expansion(cand, dev_pipe, every, catalog, catalog)
     assert served.retriever.weight == 0.3
     assert served.retriever.sides[0].n_copies > dev_pipe.retriever.sides[0].n_copies  # every request expands

@@ -1,10 +1,10 @@
-"""adapt's own pass over a catalogue's corpus reads JSON Lines as the loaders do: split on "\\n" only."""
+"""adapt's own pass over a catalog's corpus reads JSON Lines as the loaders do: split on "\\n" only."""
 
 import json
 
 import pytest
 
-from toolret.adapt.catalogue import load_tools
+from toolret.adapt.user_catalog import load_tools
 from toolret.errors import AdaptInputError
 
 

@@ -27,7 +27,7 @@ def test_tools_added_later_leave_the_held_out_units_as_they_were() -> None:
     assert 0.1 < len(after) / 120 < 0.3  # about the fraction asked for
 
 
-def test_a_catalogue_of_two_units_holds_one_out() -> None:
+def test_a_catalog_of_two_units_holds_one_out() -> None:
     kind, held = holdout_units(_catalog(2, per_parent=1), 0.01, 13)
     assert kind == "tool" and len(held) == 1
 

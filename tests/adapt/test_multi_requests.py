@@ -30,7 +30,7 @@ def test_groups_are_two_or_three_related_trained_side_tools() -> None:
     assert any(len({by_id[t].tool for t in g}) > 1 for g in groups)  # of one category, several parents
 
 
-def test_a_catalogue_without_hierarchy_still_gets_groups() -> None:
+def test_a_catalog_without_hierarchy_still_gets_groups() -> None:
     tools = [Tool(id=f"t{i}", name=f"t{i}", docs={"original": f"tool {i}"}) for i in range(12)]
     groups = multi_groups(Catalog("flat", tools, [], {}, {}), {"t0"}, cap=5, seed=1)
     assert len(groups) == 5 and all("t0" not in g and 2 <= len(g) <= 3 for g in groups)

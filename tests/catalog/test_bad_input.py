@@ -1,4 +1,4 @@
-"""Malformed BEIR catalogues: each is rejected, by the loader (parse level, ``file:line``) or by
+"""Malformed BEIR catalogs: each is rejected, by the loader (parse level, ``file:line``) or by
 :func:`validate_catalog` (semantic level, record ids), and a rejected input never touches an
 existing output directory."""
 
@@ -17,7 +17,7 @@ from toolret.errors import CatalogError
 from toolret.catalog.validation import validate_catalog
 
 
-# -- helpers to corrupt a fixture catalogue -------------------------------------------------------
+# -- helpers to corrupt a fixture catalog -------------------------------------------------------
 
 def _rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

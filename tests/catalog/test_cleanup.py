@@ -1,4 +1,4 @@
-"""MTRB-style cleanup: one test per transformation, then the catalogue-level contract."""
+"""MTRB-style cleanup: one test per transformation, then the catalog-level contract."""
 
 from __future__ import annotations
 
@@ -195,7 +195,7 @@ def test_cut_to_tokens():
     assert cut_to_tokens("a b", 5, WS) == "a b"
 
 
-# -- catalogue level ----------------------------------------------------------------------------
+# -- catalog level ----------------------------------------------------------------------------
 
 def test_clean_catalog_fixture(fixture_catalog_dir, minilm):
     catalog = load_beir(fixture_catalog_dir)

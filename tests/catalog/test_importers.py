@@ -1,5 +1,5 @@
-"""Catalogues imported from where agents' tools live (toolret.catalog.importers): an OpenAPI 3 file and a
-running MCP server become curated catalogues that index, serve (with input schemas) and, given queries,
+"""Catalogs imported from where agents' tools live (toolret.catalog.importers): an OpenAPI 3 file and a
+running MCP server become curated catalogs that index, serve (with input schemas) and, given queries,
 evaluate; bad input is refused naming the file and operation; a dense re-index after an API change
 encodes only what changed. Starts MCP servers and `toolret serve` as subprocesses."""
 
@@ -64,7 +64,7 @@ def test_openapi_import_with_queries_evaluates(tmp_path):
     get_book = tools["getBook"].metadata  # a path-level parameter given by $ref to components/parameters
     assert (get_book["method"], get_book["path"]) == ("GET", "/books/{bookId}")
     assert get_book["input_schema"] == {"type": "object", "required": ["bookId"], "properties": {
-        "bookId": {"type": "string", "description": "the book's catalogue number"}}}
+        "bookId": {"type": "string", "description": "the book's catalog number"}}}
     assert get_book["parameter_locations"] == {"bookId": "path"}
     fines = tools["listFines"].metadata["input_schema"]
     assert fines["required"] == ["memberId"] and fines["properties"]["status"]["enum"] == ["open", "paid", "all"]
@@ -78,7 +78,7 @@ def test_openapi_import_with_queries_evaluates(tmp_path):
     doc = tools["checkoutBook"].text
     assert "POST /loans" in doc and "Borrow a book" in doc and "dueDate" in doc
     assert "when the book must be returned" in doc and "three weeks" in doc
-    assert "the book's catalogue number" in tools["withdrawBook"].text  # the shared parameter, documented
+    assert "the book's catalog number" in tools["withdrawBook"].text  # the shared parameter, documented
 
     result_path = tmp_path / "r.json"
     assert main(["evaluate", "--dataset", str(out), "--method", "bm25", "--k", "1,5",
@@ -91,7 +91,7 @@ def test_openapi_import_with_queries_evaluates(tmp_path):
     assert result["metrics"]["recall@5"] >= 0.5
 
 
-def test_openapi_import_without_queries_is_a_serving_catalogue(tmp_path):
+def test_openapi_import_without_queries_is_a_serving_catalog(tmp_path):
     from toolret.catalog.validation import validate_catalog
     from toolret.catalog.tool_records import read_tools
 
@@ -112,9 +112,9 @@ def test_openapi_import_without_queries_is_a_serving_catalogue(tmp_path):
     assert renew["description"].startswith("Renew a loan. Extend the due date") and renew["category"] == "loans"
     assert main(["evaluate", "--dataset", str(out), "--method", "bm25", "--output", str(tmp_path / "r.json")]) == 2
 
-    # the purpose rule is the loader's too: the same files as an evaluation catalogue lack qrels/test.tsv
+    # the purpose rule is the loader's too: the same files as an evaluation catalog lack qrels/test.tsv
     meta = json.loads((out / "catalog.json").read_text())
-    for purpose, message in (("evaluation", "qrels/test.tsv: missing"), ("publishing", "unknown catalogue purpose")):
+    for purpose, message in (("evaluation", "qrels/test.tsv: missing"), ("publishing", "unknown catalog purpose")):
         meta["provenance"]["purpose"] = purpose
         (out / "catalog.json").write_text(json.dumps(meta))
         with pytest.raises(CatalogError, match=message):
@@ -231,8 +231,8 @@ def test_import_mcp_stdio_then_index_search_and_serve(tmp_path):
 
 
 def test_import_mcp_with_queries_then_evaluate(tmp_path):
-    """A catalogue imported from a running MCP server (the SDK fixture server, over stdio) with a queries file
-    is an evaluation catalogue: `toolret evaluate` scores a pipeline on it."""
+    """A catalog imported from a running MCP server (the SDK fixture server, over stdio) with a queries file
+    is an evaluation catalog: `toolret evaluate` scores a pipeline on it."""
     out = tmp_path / "travel"
     command = f"{shlex.quote(sys.executable)} {shlex.quote(str(MCP_SERVER))}"
     assert main(["import-mcp", "--command", command, "--queries", str(FIXTURES / "mcp_travel_queries.jsonl"),
@@ -336,13 +336,13 @@ def test_dense_reindex_after_an_api_change_encodes_only_the_changed_operation(tm
     assert "withdrawBook" in {r["id"] for r in read_tools(first_index / "tools.jsonl")}
 
 
-def test_an_import_never_replaces_an_existing_catalogue_unasked(tmp_path, capsys):
+def test_an_import_never_replaces_an_existing_catalog_unasked(tmp_path, capsys):
     out = tmp_path / "library"
     assert main(["import-openapi", "--spec", str(SPEC), "--queries", str(QUERIES), "--out", str(out)]) == 0
     before = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    # a serving import (no queries) into the evaluation catalogue: refused, nothing touched
+    # a serving import (no queries) into the evaluation catalog: refused, nothing touched
     assert main(["import-openapi", "--spec", str(SPEC), "--out", str(out)]) == 2
-    assert f"{out}: already holds a catalogue; pass --force" in capsys.readouterr().err
+    assert f"{out}: already holds a catalog; pass --force" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert load_catalog(out).queries
     assert main(["import-openapi", "--spec", str(SPEC), "--out", str(out), "--force"]) == 0

@@ -1,4 +1,4 @@
-"""``toolret catalog select``: a catalogue whose test split is a slice of another's judged queries."""
+"""``toolret catalog select``: a catalog whose test split is a slice of another's judged queries."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Synthetic training catalogues: held-out categories / tools, dev buckets, filtering, no test query read."""
+"""Synthetic training catalogs: held-out categories / tools, dev buckets, filtering, no test query read."""
 
 from __future__ import annotations
 
@@ -89,8 +89,8 @@ def _plain_and_filtered():
             synthesize(src, per_tool, SyntheticSpec(**spec, filter="bm25"), "filtered"))
 
 
-def test_a_filtered_catalogue_keeps_each_query_in_the_split_the_unfiltered_one_gives_it():
-    """Filtering drops queries; it must not re-carve dev. Models trained on the unfiltered catalogue (the first
+def test_a_filtered_catalog_keeps_each_query_in_the_split_the_unfiltered_one_gives_it():
+    """Filtering drops queries; it must not re-carve dev. Models trained on the unfiltered catalog (the first
     stage's dense-ft) and on the filtered one (the reranker) are selected on dev splits of each other's: a query
     that is train in one and dev in the other would put training queries into dev selection."""
     plain, filtered = _plain_and_filtered()
@@ -104,7 +104,7 @@ def test_a_filtered_catalogue_keeps_each_query_in_the_split_the_unfiltered_one_g
 def test_the_filter_drops_training_queries_only_so_dev_is_drawn_like_test():
     """Consistency filtering is a training-data treatment. A dev split kept only where BM25 finds the source API
     is biased toward any first stage with BM25 in it (on ToolBench: first stage 0.975 R@5 on the filtered dev), and
-    test queries are not filtered: the filtered catalogue's dev split is the unfiltered one's, query for query."""
+    test queries are not filtered: the filtered catalog's dev split is the unfiltered one's, query for query."""
     plain, filtered = _plain_and_filtered()
     dev = {q.id: q.text for q in plain.split("dev")}
     assert {q.id: q.text for q in filtered.split("dev")} == dev
@@ -125,7 +125,7 @@ def test_tools_without_queries_are_counted_and_a_misaligned_job_is_refused():
         synthesize(src, per_tool[:-1], SyntheticSpec(source="src"), "syn")
 
 
-def test_a_training_catalogue_validates_for_a_train_split_not_a_test_split():
+def test_a_training_catalog_validates_for_a_train_split_not_a_test_split():
     from toolret.catalog.validation import validate_catalog
 
     src = _source()
@@ -138,7 +138,7 @@ def test_a_training_catalogue_validates_for_a_train_split_not_a_test_split():
     assert not failed.success and "no query is in the train split" in failed.result("splits.train_present").message
 
 
-def test_a_saved_training_catalogue_loads_without_a_test_split(tmp_path):
+def test_a_saved_training_catalog_loads_without_a_test_split(tmp_path):
     from toolret.catalog.io import load_catalog, save_catalog
 
     src = _source()
@@ -187,7 +187,7 @@ def test_multi_api_queries_have_every_group_api_as_gold_and_held_out_groups_stay
         assert q.split == ("dev" if unseen else "train"), q.id
 
 
-def test_a_tool_sample_is_seeded_uniform_in_catalogue_order_and_reads_no_query():
+def test_a_tool_sample_is_seeded_uniform_in_catalog_order_and_reads_no_query():
     from toolret.catalog.synthetic import sample_tools
 
     src = _source()
@@ -259,7 +259,7 @@ def test_composed_requests_join_queries_of_one_split_for_apis_of_one_tool_or_one
         assert kinds == {"tool", "category"}
 
 
-def test_composition_is_seeded_and_leaves_a_filtered_catalogue_s_dev_split_the_unfiltered_one_s():
+def test_composition_is_seeded_and_leaves_a_filtered_catalog_s_dev_split_the_unfiltered_one_s():
     _, plain = _composed()
     _, again = _composed()
     _, filtered = _composed("bm25")
@@ -271,7 +271,7 @@ def test_composition_is_seeded_and_leaves_a_filtered_catalogue_s_dev_split_the_u
     assert train and not any("zzz" in t for t in train)  # joined from the training queries the filter kept
 
 
-def test_a_spec_without_composition_keeps_the_provenance_of_catalogues_built_before_it():
+def test_a_spec_without_composition_keeps_the_provenance_of_catalogs_built_before_it():
     src = _source()
     cat = synthesize(src, _per_tool(src), SyntheticSpec(source="src"), "syn")
     assert "compose" not in cat.provenance["spec"] and "composed_train" not in cat.provenance["synthetic"]

@@ -150,8 +150,8 @@ def test_frames_shape(good):
     assert frames["qrels"]["tool_exists"].all() and frames["qrels"]["query_exists"].all()
 
 
-def test_catalog_build_refuses_a_catalogue_failing_validation_naming_the_query(tmp_path, capsys):
-    """A catalogue the loader accepts but validation rejects (a test query judged only with relevance 0)
+def test_catalog_build_refuses_a_catalog_failing_validation_naming_the_query(tmp_path, capsys):
+    """A catalog the loader accepts but validation rejects (a test query judged only with relevance 0)
     is refused with the failed checks in the message, and nothing is written."""
     from make_fixture import write_fixture_catalog
 

@@ -1,7 +1,7 @@
 """``toolret gateway`` end to end with real MCP servers (tests/gateway/servers, launched over stdio by the
 gateway): search across both, exact names, min_score, categories, a forwarded call, a tool added at runtime,
 a killed server withheld and back, receipts and their summary; then the CLI gateway over stdio with the SDK
-client; and the pipeline choice (the catalogue's adapt champion where one exists, else the spec).
+client; and the pipeline choice (the catalog's adapt champion where one exists, else the spec).
 
 One gateway (BM25, in-process, on a background event loop) serves the in-process tests in file order;
 its heartbeat is long, so a re-index within seconds comes from the server's list_changed notification."""
@@ -336,7 +336,7 @@ def test_the_adapt_champion_is_used_where_one_exists_else_the_spec(tmp_path, cap
         raise RuntimeError(f"no registered model for {ref}")
 
     monkeypatch.setattr("toolret.adapt.resolve_index", resolve)
-    for ref in ("models:/adapt-gw-test-demo@champion", "gw-test-demo"):  # a URI; a catalogue name
+    for ref in ("models:/adapt-gw-test-demo@champion", "gw-test-demo"):  # a URI; a catalog name
         choice = anyio.run(gateway, config_from_dict({"adapt": ref, "servers": servers})).choice
         assert (choice.source, choice.index) == ("adapt", str(out / "champion")), ref
     caplog.clear()

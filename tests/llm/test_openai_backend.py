@@ -120,7 +120,7 @@ def test_timeout_then_clear_error(server):
     params = SamplingParams(max_new_tokens=400, temperature=0.0)
     client = _client(server, max_concurrency=1, timeout_s=0.05, max_retries=1, backoff_s=0.01)
     with pytest.raises(LLMServerError, match=r"failed after 2 tries .*(timed out|Timeout)"):
-        client.generate([[{"role": "user", "content": "Write a long story about a tool catalogue."}]], params)
+        client.generate([[{"role": "user", "content": "Write a long story about a tool catalog."}]], params)
 
 
 def test_server_down_names_the_url():

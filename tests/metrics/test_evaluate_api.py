@@ -249,7 +249,7 @@ def test_compare_picks_the_strongest_baseline_and_pairs_by_query_id() -> None:
 
 # ------------------------------------------------------------------------------------- no imports
 @pytest.mark.integration
-def test_the_api_imports_no_catalogue_mlflow_or_dagster() -> None:
+def test_the_api_imports_no_catalog_mlflow_or_dagster() -> None:
     """In a fresh interpreter, importing and using the whole API (lazy imports included) loads none of them."""
     code = """
 import json, sys

@@ -1,7 +1,7 @@
 """Orchestration test fixtures.
 
 The session fixture ``pipeline`` builds one small DVC project from the real ``dvc.yaml`` (the
-fixture catalogue as a ``source.beir`` dataset, BM25 only to stay fast) and materializes every asset
+fixture catalog as a ``source.beir`` dataset, BM25 only to stay fast) and materializes every asset
 once, in process; the tests then read its artifacts, ``dvc.lock``, asset-check results and MLflow
 store. Tests that need other graphs write their own ``dvc.yaml`` with ``make_dvc_project``.
 """

@@ -1,5 +1,5 @@
-"""`toolret adapt` in Dagster: an asset per user catalogue (source.beir), kept out of `make run`'s job; the
-sensor and the schedule request only catalogues whose tools changed since their last adapt."""
+"""`toolret adapt` in Dagster: an asset per user catalog (source.beir), kept out of `make run`'s job; the
+sensor and the schedule request only catalogs whose tools changed since their last adapt."""
 
 from __future__ import annotations
 
@@ -31,13 +31,13 @@ def _project(tmp_path: Path) -> tuple[Path, Path]:
 def _card(project: Path, fingerprint: str) -> None:
     champion = project / "data" / "adapt" / "shop" / "champion"
     champion.mkdir(parents=True, exist_ok=True)
-    (champion / "model_card.json").write_text(json.dumps({"catalogue": {"fingerprint": fingerprint}}))
+    (champion / "model_card.json").write_text(json.dumps({"catalog": {"fingerprint": fingerprint}}))
 
 
 def test_adapt_asset_sensor_and_schedule(tmp_path: Path) -> None:
     from dagster_project.adapt_assets import adapt_key, moved
     from dagster_project.definitions import ALL_JOB, RUN_JOB, build_definitions
-    from toolret.adapt import catalogue_fingerprint, load_tools
+    from toolret.adapt import catalog_fingerprint, load_tools
 
     project, catalog = _project(tmp_path)
     defs = build_definitions(project)
@@ -46,9 +46,9 @@ def test_adapt_asset_sensor_and_schedule(tmp_path: Path) -> None:
     assert adapt_key("shop") not in defs.resolve_job_def(RUN_JOB).asset_layer.executable_asset_keys  # not make run's
     assert adapt_key("shop") not in defs.resolve_job_def(ALL_JOB).asset_layer.executable_asset_keys  # nor paper's
     assert adapt_key("shop") in defs.resolve_job_def("adapt_job").asset_layer.executable_asset_keys
-    sensor = defs.get_sensor_def("adapt_catalogue_changed")
+    sensor = defs.get_sensor_def("adapt_catalog_changed")
     schedule = defs.get_schedule_def("weekly_adapt")
-    fp = catalogue_fingerprint(load_tools(catalog))
+    fp = catalog_fingerprint(load_tools(catalog))
 
     def run_keys() -> list[str]:
         with dg.build_sensor_context(instance=dg.DagsterInstance.ephemeral(), definitions=defs) as ctx:
@@ -60,12 +60,12 @@ def test_adapt_asset_sensor_and_schedule(tmp_path: Path) -> None:
     assert run_keys() == [] and moved(project) == {}
     with dg.build_schedule_context(instance=dg.DagsterInstance.ephemeral()) as ctx:
         assert not schedule.evaluate_tick(ctx).run_requests
-    # a tool's document changes: the catalogue moved, the sensor and the schedule ask for it
+    # a tool's document changes: the catalog moved, the sensor and the schedule ask for it
     lines = (catalog / "corpus.jsonl").read_text().splitlines()
     rec = json.loads(lines[0])
     rec["text"] += " Now also returns the pollen count."
     (catalog / "corpus.jsonl").write_text("\n".join([json.dumps(rec), *lines[1:]]) + "\n")
-    new = catalogue_fingerprint(load_tools(catalog))
+    new = catalog_fingerprint(load_tools(catalog))
     assert new != fp and run_keys() == [f"shop-{new[:16]}"]
     with dg.build_schedule_context(instance=dg.DagsterInstance.ephemeral()) as ctx:
         reqs = schedule.evaluate_tick(ctx).run_requests

@@ -1,4 +1,4 @@
-"""The whole pipeline of the real dvc.yaml, materialized in process on the fixture catalogue."""
+"""The whole pipeline of the real dvc.yaml, materialized in process on the fixture catalog."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ def test_a_component_trained_on_another_dataset_does_not_fold_the_evaluated_one(
     # no train_dataset and no trained_on entry: its own train split (k-folded where it has none) ...
     assert "mtrb-metatool" not in own.trained_on
     assert component("toolrerank-ce").learns_from("mtrb-metatool", own)
-    # ... while trained_on maps a test-only benchmark to its training catalogue
+    # ... while trained_on maps a test-only benchmark to its training catalog
     assert own.trained_on["toolbench-g1-tool"] != "toolbench-g1-tool"
     assert not component("toolrerank-ce").learns_from("toolbench-g1-tool", own)
     assert component("dense-ft").learns_from("mtrb-metatool", params) and not component("bm25").learns_from("x", params)

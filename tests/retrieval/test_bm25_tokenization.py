@@ -6,7 +6,7 @@ import pytest
 
 from toolret.retrieval.bm25 import BM25Config, BM25Retriever, split_identifier_words
 
-DOCS = {"searchBooks": "searchBooks: look up titles in the library catalogue",
+DOCS = {"searchBooks": "searchBooks: look up titles in the library catalog",
         "get_weather": "get_weather: the forecast of a city",
         "listMovies": "listMovies: films showing tonight"}
 

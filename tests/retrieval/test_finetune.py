@@ -48,7 +48,7 @@ def test_finetune_saves_a_model_that_fits_its_training_queries(fixture_catalog_d
 
 
 def _finetune_process(catalog_dir, out, config: FinetuneConfig):
-    """``finetune`` of the fixture catalogue (dev carved from train) in a process of its own, to be killed."""
+    """``finetune`` of the fixture catalog (dev carved from train) in a process of its own, to be killed."""
     import subprocess
     import sys
 
@@ -151,7 +151,7 @@ def test_lora_finetune_is_a_small_adapter_that_loads_over_its_base_and_learns(fi
 def test_a_test_only_dataset_trains_dense_ft_on_the_dataset_trained_on_maps_it_to(fixture_catalog_dir, tmp_path,
                                                                                   monkeypatch):
     """``trained_on: {bench: train_dir}``: dense-ft for a benchmark without a train split trains on the other
-    catalogue, stores the model under its name, is not k-folded, and never reads the benchmark's queries."""
+    catalog, stores the model under its name, is not k-folded, and never reads the benchmark's queries."""
     import shutil
 
     from toolret.cli import main

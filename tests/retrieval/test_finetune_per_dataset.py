@@ -1,5 +1,5 @@
-"""``finetune.datasets``: one training catalogue fine-tuned with its own settings (ToolLens in full) while the
-others keep the section's (LoRA); an artifact of a catalogue without its own settings keeps its key."""
+"""``finetune.datasets``: one training catalog fine-tuned with its own settings (ToolLens in full) while the
+others keep the section's (LoRA); an artifact of a catalog without its own settings keeps its key."""
 
 from __future__ import annotations
 

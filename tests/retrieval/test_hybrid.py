@@ -119,7 +119,7 @@ def test_loading_a_hybrid_without_its_sides_names_the_folder(tmp_path):
         HybridRetriever.load(tmp_path / "h")
 
 
-def test_the_weight_may_be_selected_on_another_catalogues_dev_split():
+def test_the_weight_may_be_selected_on_another_catalogs_dev_split():
     catalog = _catalog()
     test_only = _catalog()
     for q in test_only.queries:
@@ -131,9 +131,9 @@ def test_the_weight_may_be_selected_on_another_catalogues_dev_split():
     assert h.stats["weight_source"] == "dev" and h.stats["dev_dataset"] == "hybrid-fixture" and h.weight < 0.5
 
 
-def test_hybrid_ft_swaps_the_dense_side_for_the_training_catalogues_dense_ft(fixture_catalog_dir):
+def test_hybrid_ft_swaps_the_dense_side_for_the_training_catalogs_dense_ft(fixture_catalog_dir):
     """``hybrid-ft``: the hybrid's sides and document variants, its dense side the dense-ft of the
-    catalogue's ``trained_on`` training catalogue (built, not trained here)."""
+    catalog's ``trained_on`` training catalog (built, not trained here)."""
     from toolret.catalog.registry import load_dataset
     from toolret.config import load_params
     from toolret.paths import data_dir

@@ -1,4 +1,4 @@
-"""Fixtures of the serving tests: the fixture catalogue, BM25 pipelines saved on it, a running server."""
+"""Fixtures of the serving tests: the fixture catalog, BM25 pipelines saved on it, a running server."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from serve_helpers import Server, build_index  # noqa: E402
 
 @pytest.fixture(scope="session")
 def serve_catalog(tmp_path_factory):
-    """``(directory, Catalog)`` of the fixture catalogue (30 tools, BEIR layout)."""
+    """``(directory, Catalog)`` of the fixture catalog (30 tools, BEIR layout)."""
     from toolret.catalog.registry import load_dataset
 
     directory = write_fixture_catalog(tmp_path_factory.mktemp("serve") / "fixture")

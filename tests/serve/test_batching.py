@@ -1,5 +1,5 @@
 """Micro-batching in the search service (in process, real BM25 / dense / hybrid pipelines on the fixture
-catalogue): concurrent requests against one loaded pipeline are answered by one ``pipeline.search`` call
+catalog): concurrent requests against one loaded pipeline are answered by one ``pipeline.search`` call
 per k, each request gets exactly its own rows -- the same as a serial search of its queries -- and the
 admission limit, per-request timeouts, errors and an index swap behave per request as without batching.
 

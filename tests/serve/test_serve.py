@@ -1,7 +1,7 @@
 """A saved pipeline served by real processes answers like the pipeline itself, over every protocol:
 MCP on stdio (`toolret mcp`), MCP streamable HTTP at /mcp and REST /search (`toolret serve`, one port).
-Hits carry the catalogue's names, descriptions and input schemas; /health and toolret://catalog report
-the catalogue's size and provenance. (Moved here from tests/pipeline/test_serve.py.)"""
+Hits carry the catalog's names, descriptions and input schemas; /health and toolret://catalog report
+the catalog's size and provenance. (Moved here from tests/pipeline/test_serve.py.)"""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def _queries(catalog) -> list[str]:
 
 def check_hits(hits: list[dict], expected: list[tuple[str, float]], catalog, *, schemas: bool) -> None:
     """Same tools, order and scores as the pipeline's own search; names / descriptions / schemas are
-    the catalogue's (the fixture corpus has no titles: the name is its metadata's API name)."""
+    the catalog's (the fixture corpus has no titles: the name is its metadata's API name)."""
     assert [h["tool_id"] for h in hits] == [t for t, _ in expected]
     assert [h["score"] for h in hits] == pytest.approx([s for _, s in expected], rel=1e-5)
     tools = {t.id: t for t in catalog.tools}
@@ -159,9 +159,9 @@ def test_old_index_without_tools_file(bm25_index, serve_catalog, tmp_path):
     assert with_catalog.catalog["name"] == "fixture"
 
 
-def test_search_tools_answer_is_bounded_on_a_large_catalogue():
+def test_search_tools_answer_is_bounded_on_a_large_catalog():
     """k = 100 over tools with ToolBench-sized schemas: one copy of the hits, schemas for the top few only
-    (the answer was the result twice with every schema: 641,577 characters on a 2,000-tool catalogue)."""
+    (the answer was the result twice with every schema: 641,577 characters on a 2,000-tool catalog)."""
     from toolret.serving.mcp_server import search_answer
 
     schema = {"type": "object", "properties": {f"param_{i}": {"type": "string", "description": "x" * 120}

@@ -1,7 +1,7 @@
 """The search service in process: concurrent searches without a global lock answer exactly as sequential
 ones (BM25, dense and hybrid: bm25s, faiss and the sentence-transformers encoder from 8 threads); which
 components run without a lock is read from the components themselves; tool records
-from every kind of catalogue entry; a saved pipeline carries its records and catalogue summary."""
+from every kind of catalog entry; a saved pipeline carries its records and catalog summary."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def test_metadata_wins_and_other_documents_have_no_schema():
     assert doc.startswith(r["description"][:-1])
 
 
-def test_saved_pipeline_carries_records_and_catalogue(serve_catalog, bm25_index):
+def test_saved_pipeline_carries_records_and_catalog(serve_catalog, bm25_index):
     from toolret.pipeline import Pipeline
 
     directory, catalog = serve_catalog

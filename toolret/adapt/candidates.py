@@ -65,7 +65,7 @@ def with_weight_of(pipe, source) -> None:
 def _hybrid_config(params):
     from toolret.retrieval.hybrid import HybridConfig, HybridSide
 
-    # both sides read the catalogue's own documents (a user's catalogue has no cleaned variant)
+    # both sides read the catalog's own documents (a user's catalog has no cleaned variant)
     return HybridConfig(**{**params.hybrid.model_dump(), "dev_dataset": None, "select_on_dev": True,
                            "sides": [HybridSide(component="bm25"), HybridSide(component="dense")]})
 
@@ -135,7 +135,7 @@ def candidates(catalog: Catalog, params, work: Path, budget: str, n: int,
 # goal_n goal-style dev requests for each of at most goal_tools held-out tools, and one multi-tool request for
 # each of at most multi_groups groups of trained-side tools (toolret.adapt.synthetic)
 BUDGETS: dict[str, dict[str, Any]] = {
-    # <= 100 LoRA steps of batch 32 (~4 s each on 2 cores): minutes, whatever the catalogue's size
+    # <= 100 LoRA steps of batch 32 (~4 s each on 2 cores): minutes, whatever the catalog's size
     "fast": {"n": 5, "goal_n": 3, "goal_tools": 100, "multi_groups": 200,
              "finetune": {"epochs": 2, "max_train_pairs": 1600, "eval_steps": 0, "lr": 1e-3}},
     "full": {"n": 10, "goal_n": 5, "goal_tools": 200, "multi_groups": 600,

@@ -1,4 +1,4 @@
-"""``adapt``: a trained, selected, registered and servable retriever for any catalogue of tools.
+"""``adapt``: a trained, selected, registered and servable retriever for any catalog of tools.
 
 1. requests written by an LLM from the tool documents (:mod:`toolret.adapt.synthetic`: resumable shards,
    held-out tools so that dev measures unseen ones): single-tool ones per tool, multi-tool ones per group of
@@ -6,7 +6,7 @@
 2. the candidates of :mod:`toolret.adapt.candidates` built, trained and measured on the synthetic dev split;
 3. the champion: the best on dev's goal-style requests of held-out tools (``SELECT_SUBSET``, ``SELECT_METRIC``;
    at least ``SELECT_TARGET`` of them asked for, :func:`goal_requests_per_tool`;
-   all of dev where a catalogue has fewer than ``MIN_SELECT`` of them), a fused candidate preferred to a
+   all of dev where a catalog has fewer than ``MIN_SELECT`` of them), a fused candidate preferred to a
    single-side best it ties with (:func:`choose_champion`); a trained candidate must beat the best untrained
    one with a paired p < 0.05 there, else the best untrained one stays champion and the report says so;
 4. with labelled queries (``queries``): every candidate's served index scored on them, with 95% CIs and a
@@ -15,8 +15,8 @@
    there) with its model card (``model_card.json``, ``MODEL_CARD.md``), logged to MLflow and registered with
    the alias ``champion``.
 
-Re-adapting a changed catalogue reuses every generation of an unchanged tool (same prompt, same shard) and,
-while the catalogue changed by at most ``REUSE_FRACTION`` of its tools, the trained adapter (the new tools are
+Re-adapting a changed catalog reuses every generation of an unchanged tool (same prompt, same shard) and,
+while the catalog changed by at most ``REUSE_FRACTION`` of its tools, the trained adapter (the new tools are
 unseen tools for it, which is what dev measures); the report counts what was generated and what was retrained.
 """
 
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from toolret.adapt.candidates import BASELINES, BUDGETS, UNTRAINED, candidates, with_weight_of
-from toolret.adapt.catalogue import catalogue_fingerprint, load_tools, tool_fingerprints
+from toolret.adapt.user_catalog import catalog_fingerprint, load_tools, tool_fingerprints
 from toolret.adapt.synthetic import (GOAL_JOB, HOLDOUT, GeneratorSpec, generate, generate_multi, goal_tools,
                                      holdout_units, multi_groups, split_queries)
 from toolret.errors import AdaptInputError
@@ -78,7 +78,7 @@ def dev_breakdown(rows: list[dict[str, Any]], subsets: dict[str, str],
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         if r["query_id"] not in subsets:
-            raise AdaptInputError(f"dev query {r['query_id']!r} has no subset in the synthetic catalogue")
+            raise AdaptInputError(f"dev query {r['query_id']!r} has no subset in the synthetic catalog")
         groups.setdefault(subsets[r["query_id"]], []).append(r)
     return {name: {"n": len(g), **{m: round(float(np.mean([r[m] for r in g])), 4) for m in metrics}}
             for name, g in sorted(groups.items())}
@@ -194,12 +194,12 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
           seed: int = 13, finetune_overrides: dict[str, Any] | None = None, register: bool = True,
           tracking_uri: str | None = None, retrain: bool = False, shard_prompts: int = 50,
           say=print) -> dict[str, Any]:
-    """Adapt a retriever to the catalogue at ``catalog_dir``; the champion lands in ``<out>/champion``.
+    """Adapt a retriever to the catalog at ``catalog_dir``; the champion lands in ``<out>/champion``.
 
     Returns the report (also ``<out>/adapt_report.json`` and the champion's model card).
 
     Raises:
-        AdaptInputError: an empty catalogue, duplicate ids, empty documents, a generator that is down or
+        AdaptInputError: an empty catalog, duplicate ids, empty documents, a generator that is down or
             returns garbage -- the previous champion is left in place.
     """
     from toolret.atomic import atomic_directory, write_json
@@ -215,7 +215,7 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tools = load_tools(catalog_dir)
-    fingerprint = catalogue_fingerprint(tools)
+    fingerprint = catalog_fingerprint(tools)
     fps = tool_fingerprints(tools)
     labelled = _labelled(queries, tools) if queries else None  # read (and checked) before any cost
     previous = _previous(out)
@@ -277,7 +277,7 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
     labelled_results = _score_labelled(final, labelled) if labelled is not None else None
 
     report = {
-        "catalogue": {"name": tools.name, "n_tools": len(tools.tools), "fingerprint": fingerprint},
+        "catalog": {"name": tools.name, "n_tools": len(tools.tools), "fingerprint": fingerprint},
         "budget": budget, "requests_per_tool": n, "generator": gen.model,
         "generation": {"samples": gen.samples_requested, "generated_this_run": gen.samples_generated,
                        "tools_generated_this_run": gen.tools_generated, "seconds": gen.seconds,
@@ -352,9 +352,9 @@ def _score_labelled(final: dict[str, Any], labelled) -> dict[str, Any]:
 
 def model_card_markdown(report: dict[str, Any]) -> str:
     """The champion's card: what it is for, what it was trained on, how it was chosen, what it scores."""
-    c, sel = report["catalogue"], report["selection"]
+    c, sel = report["catalog"], report["selection"]
     lines = [f"# {c['name']}: {sel['champion']}", "",
-             f"Tool retriever adapted by `toolret adapt` to {c['n_tools']} tools (catalogue fingerprint "
+             f"Tool retriever adapted by `toolret adapt` to {c['n_tools']} tools (catalog fingerprint "
              f"`{c['fingerprint'][:16]}`), budget `{report['budget']}`.", "",
              f"**Chosen on** {sel['split']} ({sel['metric']}): {sel['why']}.", "",
              f"**Training data**: {report['requests_per_tool']} requests per tool written by "
@@ -392,14 +392,14 @@ def log_and_register(out: Path, report: dict[str, Any], tracking_uri: str | None
 
     client = get_client(tracking_uri)
     exp = get_or_create_experiment(client, EXPERIMENT)
-    name = report["catalogue"]["name"]
-    run = client.create_run(exp, run_name=f"{name}/adapt", tags={"toolret.catalogue": name,
+    name = report["catalog"]["name"]
+    run = client.create_run(exp, run_name=f"{name}/adapt", tags={"toolret.catalog": name,
                                                                  "toolret.champion": report["selection"]["champion"]})
     rid = run.info.run_id
     for k, v in {"budget": report["budget"], "requests_per_tool": report["requests_per_tool"],
                  "generator": report["generator"].get("model"), "champion": report["selection"]["champion"],
-                 "fingerprint": report["catalogue"]["fingerprint"][:16],
-                 "n_tools": report["catalogue"]["n_tools"]}.items():
+                 "fingerprint": report["catalog"]["fingerprint"][:16],
+                 "n_tools": report["catalog"]["n_tools"]}.items():
         client.log_param(rid, k, v)
     for cand, r in report["dev"].items():
         for m in ("ndcg@5", "recall@5"):
@@ -416,11 +416,11 @@ def log_and_register(out: Path, report: dict[str, Any], tracking_uri: str | None
     try:
         client.get_registered_model(model)
     except MlflowException:
-        client.create_registered_model(model, description=f"`toolret adapt` champions of the catalogue {name}")
+        client.create_registered_model(model, description=f"`toolret adapt` champions of the catalog {name}")
     source = portable_path(str((out / "champion").resolve()))
     mv = client.create_model_version(model, source=source, run_id=rid,
                                      description=(out / "champion" / "MODEL_CARD.md").read_text(encoding="utf-8"),
-                                     tags={"fingerprint": report["catalogue"]["fingerprint"][:16],
+                                     tags={"fingerprint": report["catalog"]["fingerprint"][:16],
                                            "candidate": report["selection"]["champion"]})
     client.set_registered_model_alias(model, "champion", mv.version)
     return {"run_id": rid, "model": model, "version": str(mv.version), "uri": f"models:/{model}@champion"}

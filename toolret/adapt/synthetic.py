@@ -1,13 +1,13 @@
-"""Training and dev data for a catalogue without queries: requests an LLM writes from each tool's document.
+"""Training and dev data for a catalog without queries: requests an LLM writes from each tool's document.
 
 Generation is Re-Invoke's query generator (the same prompt, so the committed generation shards of the
 project answer for any tool they cover) run as a durable job: resumable shards under
 ``<out>/generations/<model>/``, a progress bar, and an ETA printed before it starts. A re-adapt of a changed
-catalogue asks the LLM only for tools whose document is new (an unchanged document is the same prompt).
+catalog asks the LLM only for tools whose document is new (an unchanged document is the same prompt).
 
-Splits (:func:`split_queries`): a seeded ``holdout`` fraction of the catalogue's units -- parent tools where
-the catalogue has at least :data:`MIN_UNITS` of them, else single tools -- is held out: their requests are
-dev only (``dev_unseen``: dev measures tools no candidate was trained on, as new tools in a user's catalogue
+Splits (:func:`split_queries`): a seeded ``holdout`` fraction of the catalog's units -- parent tools where
+the catalog has at least :data:`MIN_UNITS` of them, else single tools -- is held out: their requests are
+dev only (``dev_unseen``: dev measures tools no candidate was trained on, as new tools in a user's catalog
 will be). A unit is held out by a seeded hash of its name, so tools added later leave the others' split as it
 was. Of the other tools' requests a seeded ``dev_fraction`` is dev (``dev_seen``), the rest train.
 Multi-tool requests are composed, each split from its own single-tool requests
@@ -21,7 +21,7 @@ Goal-style requests (``goal``, :func:`goal_tools`): for up to ``goal_tools`` hel
 tool nor its parameters (composed into multi-tool ones too). They are dev only, in a style no candidate was
 trained on: the subset the champion is chosen on (:data:`toolret.adapt.run.SELECT_SUBSET`), since the training
 requests' own style rewards a trained candidate on the rest of dev for the generator's phrasing.
-The catalogue's provenance names each dev request's subset (``dev_subsets``: ``seen``, ``unseen``, ``multi``,
+The catalog's provenance names each dev request's subset (``dev_subsets``: ``seen``, ``unseen``, ``multi``,
 ``goal``),
 so that a dev verdict can be read per kind of request (:func:`toolret.adapt.run.dev_breakdown`).
 """
@@ -157,7 +157,7 @@ def generate_multi(catalog: Catalog, out: Path, groups: Sequence[tuple[str, ...]
     return gen
 
 
-def _generate_prompts(prompts: list[Any], sampling: Any, spec: GeneratorSpec, out: Path, job: str, catalogue: str,
+def _generate_prompts(prompts: list[Any], sampling: Any, spec: GeneratorSpec, out: Path, job: str, catalog: str,
                       what: str, units: str, *, generator: Any, project: Path | None, shard_prompts: int,
                       say) -> tuple[list[list[str]], Generated]:
     """Each prompt's parsed requests (``sampling.n`` asked, from the shards where they hold them) and the cost."""
@@ -191,7 +191,7 @@ def _generate_prompts(prompts: list[Any], sampling: Any, spec: GeneratorSpec, ou
     summary = {"samples": 0}
     if missing:
         try:
-            summary = run_durable(store, job, prompts, sampling, gen, {"method": "adapt", "catalog": catalogue,
+            summary = run_durable(store, job, prompts, sampling, gen, {"method": "adapt", "catalog": catalog,
                                                                         units: len(prompts)},
                                   shard_prompts=shard_prompts)
         except (ConnectionError, OSError, TimeoutError, LLMServerError) as e:
@@ -258,9 +258,9 @@ def multi_groups(catalog: Catalog, held: set[str], cap: int, seed: int) -> list[
     """Groups of 2-3 trained-side tools (none of ``held``) a multi-tool request is written for, drawn from the
     tool documents alone: up to ``cap`` anchor tools (the lowest seeded draws), each with 1-2 partners -- of its
     parent tool for about half the anchors (a seeded draw of their own) where the parent has another tool, else one tool of each of other parent
-    tools of its category, else (a catalogue with neither) any other tools. Partners are the lowest draws of
+    tools of its category, else (a catalog with neither) any other tools. Partners are the lowest draws of
     ``(anchor, partner)``, so a tool added later changes a group only where it becomes an anchor or a partner.
-    Each group once, in catalogue order."""
+    Each group once, in catalog order."""
     position = {t.id: i for i, t in enumerate(catalog.tools)}
     side = [t for t in catalog.tools if t.id not in held]
     by_parent: dict[str, list[Tool]] = {}
@@ -294,7 +294,7 @@ def split_queries(catalog: Catalog, per_tool: Sequence[Sequence[str]], *, seed: 
                   dev_fraction: float = 0.1, compose: float = 0.5,
                   goal: Sequence[Sequence[str]] | None = None,
                   multi: Sequence[tuple[Sequence[str], Sequence[str]]] = ()) -> tuple[Catalog, dict[str, Any]]:
-    """The synthetic training catalogue (train / dev splits) and its counts (module docstring); ``goal``: per
+    """The synthetic training catalog (train / dev splits) and its counts (module docstring); ``goal``: per
     tool, its goal-style requests (dev only; only a held-out tool may have any); ``multi``: ``(tool ids,
     requests)`` of generated multi-tool requests (:func:`multi_groups`; a seeded ``dev_fraction`` of them dev,
     subset ``multi``, the rest train).

@@ -20,7 +20,7 @@ reproducible version of that workflow. For each tool it
    at a sentence or field boundary; short documents are never padded (they keep every field).
 
 Originals and other variants (``original``, ``human``) are never modified. Decisions the paper left
-open (all parameters of :func:`clean_catalog`): the budget is the catalogue's median token count of the
+open (all parameters of :func:`clean_catalog`): the budget is the catalog's median token count of the
 normalised documents times ``1 + tolerance`` (default 0.25; ``target_length="median_original"`` uses
 the originals' median as MTRB's wording does), capped at 256 (all-MiniLM-L6-v2's input length),
 measured with the all-MiniLM-L6-v2 tokenizer without special tokens; queries are not touched (query rewriting is QTA's job, not cleanup's).
@@ -615,7 +615,7 @@ def token_counter(tokenizer: Any = None) -> TokenCounter:
 
 
 # -------------------------------------------------------------------------------------------------
-# 6. the catalogue-level entry point
+# 6. the catalog-level entry point
 # -------------------------------------------------------------------------------------------------
 
 
@@ -628,7 +628,7 @@ def clean_catalog(catalog: Catalog, tokenizer: Any = None, target_length: str | 
         catalog: the input; not modified.
         tokenizer: see :func:`token_counter` (default: the all-MiniLM-L6-v2 tokenizer).
         target_length: ``"median"`` (median token count of the normalised, untruncated documents:
-            the catalogue's median in the cleaned representation), ``"median_original"`` (median of
+            the catalog's median in the cleaned representation), ``"median_original"`` (median of
             the original documents, MTRB's wording; on ToolBench-style strings it is inflated by JSON
             punctuation) or a token count.
         tolerance: documents may exceed the target by this fraction before being truncated.

@@ -1,9 +1,9 @@
-"""k-fold splits of a catalogue's test queries: the low-resource protocol for datasets without a train split.
+"""k-fold splits of a catalog's test queries: the low-resource protocol for datasets without a train split.
 
 MTRB ships 90 test queries per subset and never released its 10 training queries. A fold turns one
 seeded, disjoint slice of the test queries into the training split and leaves the rest as the test
 split; over ``folds`` folds every query is a training query exactly once (MTRB: 9 folds of 10
-training / 80 test queries). The fold is data-level: the folded catalogue is a dataset of its own,
+training / 80 test queries). The fold is data-level: the folded catalog is a dataset of its own,
 named ``<dataset>-fold<f>of<k>``, so every artifact learned on it (``data/models/<name>/...``) and every
 result (``data/runs/<name>/...``) is per fold, and any pipeline -- a baseline included -- evaluated on
 it sees the same 80 test queries (paired tests are valid).
@@ -38,12 +38,12 @@ def fold_members(query_ids: list[str], folds: int, seed: int) -> list[list[str]]
 def kfold_split(catalog: Catalog, folds: int, fold: int, seed: int, split: str = "test") -> Catalog:
     """A copy of ``catalog`` whose fold ``fold`` of the judged ``split`` queries is the ``train`` split.
 
-    The other queries keep their split. Folding an already folded catalogue with the same settings
+    The other queries keep their split. Folding an already folded catalog with the same settings
     returns it unchanged; with other settings it is an error.
 
     Raises:
         CatalogError: ``folds < 2``, ``fold`` outside ``[0, folds)``, fewer judged queries than folds,
-            or a catalogue folded differently.
+            or a catalog folded differently.
     """
     done = catalog.provenance.get("kfold")
     wanted = {"folds": folds, "fold": fold, "seed": seed, "split": split}
@@ -53,7 +53,7 @@ def kfold_split(catalog: Catalog, folds: int, fold: int, seed: int, split: str =
         raise CatalogError(f"catalog {catalog.name!r} is already fold {done.get('fold')} of {done.get('folds')}; "
                            f"cannot fold it again as fold {fold} of {folds}")
     if folds < 2:
-        raise CatalogError(f"catalog.folds must be >= 2 to fold a catalogue, got {folds}")
+        raise CatalogError(f"catalog.folds must be >= 2 to fold a catalog, got {folds}")
     if not 0 <= fold < folds:
         raise CatalogError(f"catalog.fold must be in [0, {folds}), got {fold}")
     judged = [q.id for q in catalog.split(split)]
@@ -75,7 +75,7 @@ def fold_name(dataset: str, folds: int, fold: int) -> str:
 
 
 def base_dataset(catalog: Catalog) -> str:
-    """The dataset a (possibly folded) catalogue was made from."""
+    """The dataset a (possibly folded) catalog was made from."""
     return (catalog.provenance.get("kfold") or {}).get("dataset", catalog.name)
 
 

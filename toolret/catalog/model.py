@@ -16,7 +16,7 @@ DOC_VARIANTS = ("original", "cleaned", "human")
 SPLITS = ("train", "dev", "test")
 
 
-# What a catalogue is for (``provenance["purpose"]``) decides the split it must have: an evaluation catalogue
+# What a catalog is for (``provenance["purpose"]``) decides the split it must have: an evaluation catalog
 # (the default) a test split, a training-only one (toolret.catalog.synthetic) a train split, a serving one
 # (imported from an OpenAPI file or an MCP server without queries: toolret.catalog.importers) none. The BEIR
 # loader (which qrels file is required) and validation (``splits.<split>_present``) both read it from here.
@@ -24,10 +24,10 @@ PURPOSES = {"evaluation": "test", "training": "train", "serving": None}
 
 
 def required_split(provenance: dict[str, Any] | None) -> str | None:
-    """The split a catalogue with this provenance must have (:data:`PURPOSES`; no purpose: evaluation)."""
+    """The split a catalog with this provenance must have (:data:`PURPOSES`; no purpose: evaluation)."""
     purpose = (provenance or {}).get("purpose") or "evaluation"
     if purpose not in PURPOSES:
-        raise CatalogError(f"unknown catalogue purpose {purpose!r} in its provenance; choose one of {sorted(PURPOSES)}")
+        raise CatalogError(f"unknown catalog purpose {purpose!r} in its provenance; choose one of {sorted(PURPOSES)}")
     return PURPOSES[purpose]
 
 

@@ -62,7 +62,7 @@ def source_folder(name: str, root: str | Path | None = None, project_dir: str | 
 def carve_dev_split(catalog: Catalog, fraction: float, seed: int) -> Catalog:
     """Move a seeded random ``fraction`` of the train queries into a ``dev`` split (test untouched).
 
-    A catalogue whose provenance says ``dev_split_by: gold_set`` (a scene-disjoint variant) gets a dev split
+    A catalog whose provenance says ``dev_split_by: gold_set`` (a scene-disjoint variant) gets a dev split
     of whole gold sets instead (:func:`toolret.catalog.splits.gold_set_split`): dev mirrors its test split.
     """
     train = sorted(q.id for q in catalog.queries if q.split == "train")
@@ -90,7 +90,7 @@ def load_dataset(name_or_path: str, *, root: str | Path | None = None, beir: Map
     Args:
         name_or_path: one of :data:`DATASETS`, a name in ``beir``, or a path to a BEIR directory.
         root: dataset source root (default ``../shared/datasets`` or ``$TOOLRET_DATA_SOURCE``).
-        beir: extra ``{name: BEIR directory}`` user catalogues (``params.yaml: source.beir``).
+        beir: extra ``{name: BEIR directory}`` user catalogs (``params.yaml: source.beir``).
         dev_fraction, seed: the dev split carved from train (never from test).
     """
     beir = dict(beir or {})
@@ -116,9 +116,9 @@ def load_dataset(name_or_path: str, *, root: str | Path | None = None, beir: Map
 
 
 def load_dataset_for(name: str, params) -> Catalog:
-    """A catalogue a component learns or selects on (``toolrerank.train_dataset``, ``hybrid.dev_dataset``):
-    a curated catalogue directory, else ``data/curated/<name>`` where it is built (a synthetic training
-    catalogue exists only there), else the named dataset loaded from the sources."""
+    """A catalog a component learns or selects on (``toolrerank.train_dataset``, ``hybrid.dev_dataset``):
+    a curated catalog directory, else ``data/curated/<name>`` where it is built (a synthetic training
+    catalog exists only there), else the named dataset loaded from the sources."""
     from toolret.catalog.io import load_catalog
     from toolret.paths import data_dir, project_dir
 

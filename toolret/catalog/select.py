@@ -1,7 +1,7 @@
-"""A catalogue whose test split is a chosen slice of another catalogue's judged queries.
+"""A catalog whose test split is a chosen slice of another catalog's judged queries.
 
 For evaluating on a dev split like on a benchmark without touching its test queries: e.g. the multi-API
-requests of a synthetic training catalogue's dev split (``--split dev --min-gold 2``), the queries that
+requests of a synthetic training catalog's dev split (``--split dev --min-gold 2``), the queries that
 look like a target benchmark's multi-request instructions. The corpus (with its hierarchy) is kept as is;
 only the selected queries remain, all in the ``test`` split. Provenance records the source and the rule.
 
@@ -34,13 +34,13 @@ def sample_queries(items: list, n: int, seed: int) -> list:
 def select_queries(catalog: Catalog, split: str, *, min_gold: int = 1, name: str, sample: int = 0,
                    seed: int = 13) -> Catalog:
     """``catalog`` with only the judged ``split`` queries that have at least ``min_gold`` gold tools, as the
-    test split of a catalogue named ``name``; ``sample`` > 0: a seeded sample of that many of them, in their
+    test split of a catalog named ``name``; ``sample`` > 0: a seeded sample of that many of them, in their
     order (all of them when there are no more)."""
     if min_gold < 1 or sample < 0:
         raise CatalogError(f"select: min_gold must be >= 1 and sample >= 0 (got {min_gold}, {sample})")
     chosen = [q for q in catalog.split(split) if len(catalog.qrels.get(q.id, {})) >= min_gold]
     if not chosen:
-        raise CatalogError(f"select: catalogue {catalog.name!r} has no judged {split!r} queries with >= {min_gold} "
+        raise CatalogError(f"select: catalog {catalog.name!r} has no judged {split!r} queries with >= {min_gold} "
                            f"gold tools (its splits: {catalog.stats().get('n_queries')})")
     rule = {"split": split, "min_gold": min_gold}
     if 0 < sample < len(chosen):

@@ -1,7 +1,7 @@
 """Group-disjoint splits: move whole *gold sets* (a query's set of relevant tools, COLT's "scene") from
 one split to another, so no gold set of the target split occurs in the source split.
 
-Used by catalogue variants that measure generalisation to unseen tool bundles (``toollens-scene-disjoint``)
+Used by catalog variants that measure generalisation to unseen tool bundles (``toollens-scene-disjoint``)
 and, for such variants, by the dev carve (:func:`toolret.catalog.registry.carve_dev_split`), so that model
 selection sees the same kind of queries as the test split.
 

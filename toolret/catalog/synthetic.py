@@ -1,9 +1,9 @@
-"""A training catalogue written from tool documents alone: LLM-generated queries with their source APIs.
+"""A training catalog written from tool documents alone: LLM-generated queries with their source APIs.
 
 ToolBench's own queries were written by an LLM from the API documents; with no training queries to
 obtain, a local generator does the same (synthetic-query training in the spirit of InPars / Promptagator).
 The queries come from a committed **per-tool** generation job (one prompt per tool of the source
-catalogue, in catalogue order: ``reinvoke-queries``): read from the shard store, no LLM is built; a tool
+catalog, in catalog order: ``reinvoke-queries``): read from the shard store, no LLM is built; a tool
 the store has no sample for simply has no query (counted).
 
 Seen / unseen as in ToolRerank: a seeded fraction of the categories and, of the rest, of the parent tools
@@ -13,7 +13,7 @@ in the provenance). Of the seen tools' queries a seeded ``dev_fraction`` goes to
 
 Optional consistency filtering (``filter: bm25``): a training query is kept only if its source API ranks
 within ``filter_depth`` for BM25 over the original documents -- drops generations that do not describe their
-API. Splits are drawn before the filter, so every kept query has the split the unfiltered catalogue gives it (a
+API. Splits are drawn before the filter, so every kept query has the split the unfiltered catalog gives it (a
 model trained on one is never selected on the other's training queries). The filter is a training-data
 treatment: dev queries are all kept, so dev is drawn like test (which no first stage filters) -- a dev split
 of queries BM25 finds would favour any first stage with BM25 in it.
@@ -22,10 +22,10 @@ Composed requests (``compose``): ToolBench's instructions ask for several things
 words, 2-3 gold APIs), the generations ask for one (median 14 words). Of each split's single-API queries, seeded
 groups -- 2-3 APIs of one parent tool, or one API of each of 2-3 tools of one category, as ToolBench built its
 I1 / I2 instructions -- are joined into one request whose gold is the group. Training requests are joined from
-training queries, dev requests from dev queries, each split with its own seed: a filtered catalogue's dev split
+training queries, dev requests from dev queries, each split with its own seed: a filtered catalog's dev split
 stays the unfiltered one's.
 
-Nothing here reads a test query or a test qrel: the source catalogue's queries are dropped, and the result
+Nothing here reads a test query or a test qrel: the source catalog's queries are dropped, and the result
 has train and dev splits only (``provenance.purpose = "training"``; validated for a train split).
 """
 
@@ -41,7 +41,7 @@ from toolret.config import SyntheticSpec
 
 
 def sample_tools(catalog: Catalog, n: int, seed: int) -> Catalog:
-    """A seeded uniform sample of ``n`` of ``catalog``'s tools (APIs), in catalogue order, with no query: the
+    """A seeded uniform sample of ``n`` of ``catalog``'s tools (APIs), in catalog order, with no query: the
     tools a generation job writes training queries for when the corpus is too large to cover (a 46k-API
     corpus). Drawn from the tool ids alone -- no query or qrel is read -- so a model trained on the sample
     learns no prior toward the APIs some test queries need. ``n`` >= the corpus size: every tool."""
@@ -82,7 +82,7 @@ def _hierarchy(catalog: Catalog, api_ids: Sequence[str]) -> tuple[dict[str, list
 def multi_api_groups(catalog: Catalog, spec: SyntheticSpec) -> list[tuple[str, ...]]:
     """Seeded API groups a multi-API request is written for, sampled without regard to any test query:
     ``multi_tool_groups`` of 2-3 APIs of one parent tool, then ``multi_category_groups`` of one API from each
-    of 2-3 parent tools of one category; each group once (API ids, catalogue order within a group)."""
+    of 2-3 parent tools of one category; each group once (API ids, catalog order within a group)."""
     rng = random.Random(spec.seed + 2)
     position = {t.id: i for i, t in enumerate(catalog.tools)}
     by_parent, parents_by_cat = _hierarchy(catalog, catalog.tool_ids)
@@ -165,7 +165,7 @@ def consistent(catalog: Catalog, queries: Sequence[tuple[str, str]], depth: int)
 def synthesize(catalog: Catalog, per_tool: Sequence[Sequence[str]], spec: SyntheticSpec, name: str,
                job_provenance: dict[str, Any] | None = None,
                per_group: Sequence[tuple[Sequence[str], Sequence[str]]] = ()) -> Catalog:
-    """The training catalogue ``name``: ``catalog``'s tools, ``per_tool[i]`` the queries of tool ``i``, and
+    """The training catalog ``name``: ``catalog``'s tools, ``per_tool[i]`` the queries of tool ``i``, and
     ``per_group``: ``(API ids, queries)`` of multi-API groups (:func:`multi_api_groups`); a group with a
     held-out API is dev (unseen) only."""
     if len(per_tool) != len(catalog.tools):
@@ -191,7 +191,7 @@ def synthesize(catalog: Catalog, per_tool: Sequence[Sequence[str]], spec: Synthe
     else:
         keep = [True] * len(unique)
     # splits are drawn over every unique query, then the filter drops training queries only: a filtered
-    # catalogue's queries keep the unfiltered one's splits (models trained on either are never selected on the
+    # catalog's queries keep the unfiltered one's splits (models trained on either are never selected on the
     # other's training queries) and its dev split is the unfiltered one's (drawn like test, which is not filtered)
     rng = random.Random(spec.seed + 1)
     buckets = ["dev_unseen" if any(t in held_apis for t in ids) else
@@ -218,9 +218,9 @@ def synthesize(catalog: Catalog, per_tool: Sequence[Sequence[str]], spec: Synthe
             counts["multi_api"] += len(composed)
     with_queries = sum(1 for qs in per_tool if qs)
     provenance = {
-        # no composition: the provenance of catalogues built before it existed (their content is unchanged)
+        # no composition: the provenance of catalogs built before it existed (their content is unchanged)
         "purpose": "training", "source": catalog.name,
-        # keys added after catalogues were built are left out at their defaults (those stay byte-identical)
+        # keys added after catalogs were built are left out at their defaults (those stay byte-identical)
         "spec": {k: v for k, v in spec.to_dict().items()
                  if not (k == "compose" and not spec.compose or k.endswith(("llm_model", "llm_engine")) and v is None)},
         "job": job_provenance or {},
@@ -281,7 +281,7 @@ def stored_outputs(prompts: Sequence[Any], sampling: Any, llm: Any, n: int) -> l
                 if parsed.ok:
                     texts.append(parsed.items[0])
         out.append(texts)
-    # no shard count in any provenance: more shards (samples n+1...) must not change a catalogue built from
+    # no shard count in any provenance: more shards (samples n+1...) must not change a catalog built from
     # the first n
     return out
 
@@ -310,7 +310,7 @@ def multi_api_job_prompts(catalog: Catalog, params: Any) -> tuple[list[Any], Syn
     specs = [s for s in params.synthetic.values() if s.source == catalog.name
              or (source == s.source and s.sample_tools == catalog.provenance["sample_tools"]["n"])]
     if not specs or not (specs[0].multi_tool_groups or specs[0].multi_category_groups):
-        raise CatalogError(f"no synthetic catalogue with multi-API groups has {catalog.name!r} as its source "
+        raise CatalogError(f"no synthetic catalog with multi-API groups has {catalog.name!r} as its source "
                            "(params.yaml synthetic.<name>: multi_tool_groups / multi_category_groups)")
     docs = dict(zip(catalog.tool_ids, catalog.docs("original")))
     return [multi_api_prompt([docs[t] for t in g]) for g in multi_api_groups(catalog, specs[0])], specs[0]

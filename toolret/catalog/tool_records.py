@@ -1,9 +1,9 @@
 """What an agent sees of a tool: a small record per tool, written as ``tools.jsonl`` beside a saved pipeline.
 
 A saved pipeline's components hold tool ids only; :meth:`toolret.pipeline.Pipeline.save` writes one
-record per indexed tool (``tools.jsonl``, in index order) and a summary of the catalogue it was fitted on
+record per indexed tool (``tools.jsonl``, in index order) and a summary of the catalog it was fitted on
 (``pipeline.json: catalog``), so a served pipeline answers with names, descriptions and input schemas
-without the catalogue. A record::
+without the catalog. A record::
 
     {"id", "name", "tool", "category", "description", "input_schema"?}
 
@@ -15,13 +15,13 @@ without the catalogue. A record::
   api_name:..., api_description:..., required_params: [...], optional_params: [...], return_schema: ...``:
   ToolBench, ToolLens, the ToolBench environment, the test fixture; empty where the API has none), else
   the ``original`` document; at most :data:`DESCRIPTION_MAX_CHARS` characters.
-- ``input_schema`` (a JSON Schema object), only where the catalogue has one: ``metadata`` ``input_schema``
+- ``input_schema`` (a JSON Schema object), only where the catalog has one: ``metadata`` ``input_schema``
   / ``inputSchema`` / an OpenAI-style ``parameters`` object; else ToolBench parameter lists (``metadata``
   ``required_parameters`` / ``optional_parameters``, or the document's ``required_params`` /
   ``optional_params``) turned into ``{"type": "object", "properties": ..., "required": [...]}``.
 
 An index saved before ``tools.jsonl`` existed still loads: its records are :func:`id_record` (the name
-from a ``tool::api`` id) unless a catalogue is given to the server (``toolret serve --catalog DIR``).
+from a ``tool::api`` id) unless a catalog is given to the server (``toolret serve --catalog DIR``).
 This module imports nothing heavy (it is a code dep of every stage that saves a pipeline).
 """
 
@@ -114,7 +114,7 @@ def _metadata_schema(md: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def tool_record(tool: Tool) -> dict[str, Any]:
-    """The served record of one catalogue tool (see the module docstring)."""
+    """The served record of one catalog tool (see the module docstring)."""
     md = tool.metadata or {}
     doc = tool.docs.get("original") or next(iter(tool.docs.values()), "")
     parsed = parse_toolbench_document(doc)
@@ -158,7 +158,7 @@ def _compact(value: Any) -> Any:
 
 
 def catalog_summary(catalog: Catalog) -> dict[str, Any]:
-    """Size and provenance of a catalogue (``pipeline.json: catalog``; MCP ``toolret://catalog``)."""
+    """Size and provenance of a catalog (``pipeline.json: catalog``; MCP ``toolret://catalog``)."""
     return {**catalog.stats(), "provenance": _compact(catalog.provenance)}
 
 

@@ -17,8 +17,8 @@ queries.length          error     1 <= len(query) <= 2,000 characters
 queries.known_split     error     split is train/dev/test
 splits.disjoint         error     a query id belongs to one split only
 splits.test_present     error     there are test queries (``splits.train_present``: train queries, for a
-                                  training-only catalogue: ``provenance["purpose"] == "training"``; no split
-                                  check for a serving catalogue, ``"serving"``: see ``model.PURPOSES``)
+                                  training-only catalog: ``provenance["purpose"] == "training"``; no split
+                                  check for a serving catalog, ``"serving"``: see ``model.PURPOSES``)
 splits.no_text_leak     warning   no test/dev query has the same text as a train query
 qrels.known_tools       error     every judged tool exists
 qrels.known_queries     error     every judged query exists
@@ -156,7 +156,7 @@ def catalog_frames(catalog: Catalog) -> dict[str, Any]:
 
 def _checks(frames: dict[str, Any], required_split: str | None = "test") -> list[dict[str, Any]]:
     """Declarative check list: name, frame, id column, severity, description, GX expectation factory.
-    ``required_split``: the split the catalogue must have (``test``; ``train`` for a training-only one;
+    ``required_split``: the split the catalog must have (``test``; ``train`` for a training-only one;
     ``None`` for a serving one: no split check)."""
     import great_expectations.expectations as gxe
     from great_expectations.expectations.row_conditions import Column

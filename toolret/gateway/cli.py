@@ -54,11 +54,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--stdio", action="append", default=[], metavar="NAME=COMMAND", help="a stdio server (repeatable)")
     g.add_argument("--http", action="append", default=[], metavar="NAME=URL",
                    help="a streamable HTTP server (repeatable)")
-    g.add_argument("--pipeline", help="pipeline spec, used as given (default: the catalogue's adapt champion "
+    g.add_argument("--pipeline", help="pipeline spec, used as given (default: the catalog's adapt champion "
                    "where the config's adapt finds one, else the config's pipeline, else hybrid)")
-    g.add_argument("--adapt", metavar="REF", help="the catalogue's adapt champion, used where it exists (else "
+    g.add_argument("--adapt", metavar="REF", help="the catalog's adapt champion, used where it exists (else "
                    "the pipeline): an adapt out-dir, a champion folder, models:/adapt-<name>@champion or a "
-                   "catalogue name (data/adapt/<name>/champion, else the registry)")
+                   "catalog name (data/adapt/<name>/champion, else the registry)")
     g.add_argument("--index", help="a saved pipeline to re-index over the servers' tools (instead of --pipeline)")
     g.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     g.add_argument("--host", default="127.0.0.1")

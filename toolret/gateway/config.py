@@ -2,7 +2,7 @@
 
 A YAML or JSON file (``toolret gateway --config FILE``)::
 
-    adapt: myapi                  # the catalogue's adapted champion, used where one exists (see below)
+    adapt: myapi                  # the catalog's adapted champion, used where one exists (see below)
     pipeline: hybrid              # else this pipeline spec (bm25, dense, hybrid ...), or instead
     # index: data/adapt/myapi/champion   # a saved pipeline, always (re-indexed over the servers' tools)
     servers:
@@ -18,8 +18,8 @@ or flags (:func:`config_from_flags`: ``--stdio NAME=COMMAND``, ``--http NAME=URL
 also notices a dead server; 0: off), ``backoff_min_s`` / ``backoff_max_s`` (reconnection, doubling).
 Errors are :class:`CatalogError` naming the file and the key.
 
-``adapt`` names where the catalogue's ``toolret adapt`` champion is: an adapt out-dir (its ``champion/``), a
-champion folder, a registry URI (``models:/adapt-<name>@champion``), or a bare catalogue name (the folder
+``adapt`` names where the catalog's ``toolret adapt`` champion is: an adapt out-dir (its ``champion/``), a
+champion folder, a registry URI (``models:/adapt-<name>@champion``), or a bare catalog name (the folder
 ``data/adapt/<name>/champion`` of the project, else the registry's ``models:/adapt-<name>@champion``). The
 gateway uses that champion when it exists and falls back to ``pipeline`` otherwise
 (:func:`toolret.gateway.gateway.choose_pipeline`; an explicit ``index`` wins over both).
@@ -84,7 +84,7 @@ class GatewayConfig:
     servers: tuple[ServerConfig, ...]
     pipeline: str = "hybrid"
     index: str | None = None   # a saved pipeline (a folder or models:/<name>@<alias>) instead of a spec
-    adapt: str | None = None   # where the catalogue's adapt champion is (used if it exists, else pipeline)
+    adapt: str | None = None   # where the catalog's adapt champion is (used if it exists, else pipeline)
     params: str | None = None  # params.yaml for a spec (default: the project's)
     timeout_s: float = 30.0
     call_timeout_s: float = 300.0

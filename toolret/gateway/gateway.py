@@ -19,7 +19,7 @@ Both write a receipt (:mod:`toolret.gateway.receipts`) when the gateway has a lo
 "shown in an earlier search" memory of calls (the MCP face passes the MCP session).
 
 The pipeline (:func:`choose_pipeline`, logged and in :meth:`Gateway.status`): the config's ``index`` where
-given; else the catalogue's adapt champion where the config's ``adapt`` finds one; else the ``pipeline``
+given; else the catalog's adapt champion where the config's ``adapt`` finds one; else the ``pipeline``
 spec (default ``hybrid``).
 """
 
@@ -51,7 +51,7 @@ SERVER_STAMP = "io.modelcontextprotocol/serverInfo"  # the upstream's _meta iden
 @dataclass(frozen=True)
 class PipelineChoice:
     """What the gateway indexes with: ``index`` (a saved pipeline's folder) or else the spec ``pipeline``;
-    ``source``: ``index`` (the config's), ``adapt`` (the catalogue's champion) or ``pipeline``; ``why``:
+    ``source``: ``index`` (the config's), ``adapt`` (the catalog's champion) or ``pipeline``; ``why``:
     one line saying so (logged at start, in :meth:`Gateway.status`)."""
 
     pipeline: str
@@ -69,7 +69,7 @@ def find_champion(ref: str) -> tuple[str | None, str]:
 
     if ref.startswith("models:/") or Path(ref).expanduser().exists() or not NAME_RE.match(ref):
         candidates = [ref]
-    else:  # a bare catalogue name: adapt's usual out-dir, then the registry
+    else:  # a bare catalog name: adapt's usual out-dir, then the registry
         candidates = [str(project_dir() / "data" / "adapt" / ref), f"models:/adapt-{ref}@champion"]
     missed = []
     for candidate in candidates:
@@ -115,10 +115,10 @@ def _choose(config: GatewayConfig) -> PipelineChoice:
                 meta = json.loads((Path(folder) / PIPELINE_FILE).read_text(encoding="utf-8"))
             except (OSError, ValueError) as e:
                 raise CatalogError(f"adapt {config.adapt}: {folder}/{PIPELINE_FILE} unreadable ({e})") from None
-            catalogue = (meta.get("catalog") or {}).get("name")
+            catalog = (meta.get("catalog") or {}).get("name")
             source = f"{folder}" + (f", from {where}" if where != folder else "")
             return PipelineChoice(config.pipeline, folder, "adapt", f"pipeline: the adapt champion "
-                                  f"{meta.get('name')} of {catalogue or config.adapt} ({source})")
+                                  f"{meta.get('name')} of {catalog or config.adapt} ({source})")
         missed = where
     parse_spec(config.pipeline, params=load_params(config.params))
     why = f"pipeline: {config.pipeline}"

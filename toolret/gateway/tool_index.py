@@ -1,7 +1,7 @@
 """The gateway's searchable tool set: every upstream server's tools, namespaced, in one pipeline.
 
 - A tool of server ``s`` named ``t`` is ``s__t`` (``id``, what ``call_tool`` takes); its server and original
-  name are kept as fields. The catalogue tool comes from the MCP importer's own conversion
+  name are kept as fields. The catalog tool comes from the MCP importer's own conversion
   (:func:`toolret.catalog.importers.mcp.mcp_tool`: the document, the input schema) and the record agents see
   from the serving code's (:func:`toolret.catalog.tool_records.tool_record`).
 - Its category (:func:`tool_category`): what the tool says in its ``_meta`` (``category``, or a namespaced
@@ -72,7 +72,7 @@ class GatewayTool:
     server: str
     name: str         # the server's own name for it
     fingerprint: str
-    tool: Tool = field(compare=False, repr=False)  # the catalogue tool (id = self.id)
+    tool: Tool = field(compare=False, repr=False)  # the catalog tool (id = self.id)
     record: dict[str, Any] = field(compare=False, repr=False)
 
     @property
@@ -112,7 +112,7 @@ def tool_category(mcp_tool_obj: Any, default: str | None = None) -> str | None:
 
 
 def gateway_tool(server: str, mcp_tool_obj: Any, default_category: str | None = None) -> GatewayTool:
-    """One upstream MCP tool as a namespaced catalogue tool and served record (its category: see
+    """One upstream MCP tool as a namespaced catalog tool and served record (its category: see
     :func:`tool_category`)."""
     from toolret.catalog.importers.mcp import mcp_tool
     from toolret.catalog.tool_records import tool_record

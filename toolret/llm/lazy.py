@@ -13,7 +13,7 @@ from typing import Any
 
 
 def llm_cache_path(cfg: Any) -> Path:
-    """One JSONL cache per LLM (records are keyed by prompt, model and sampling, so every catalogue --
+    """One JSONL cache per LLM (records are keyed by prompt, model and sampling, so every catalog --
     and every method -- shares it); under the machine's cache home by default."""
     from toolret.config import cache_home
 

@@ -23,7 +23,7 @@ class DenseConfig(StrictModel):
     max_seq_length: int = 256
     device: str = "cpu"  # cuda on a GPU machine
     normalize: bool = True
-    # document embeddings persist here across processes (catalogues sharing a corpus, e.g. the six ToolBench
+    # document embeddings persist here across processes (catalogs sharing a corpus, e.g. the six ToolBench
     # groups, encode it once); None = <cache home>/embeddings, "off" = never. A cache: results do not depend on it.
     embedding_cache: str | None = None
     # exact inner-product search (flat) or approximate HNSW graph search (faiss IndexHNSWFlat: M links per

@@ -47,7 +47,7 @@ class FinetuneConfig(LoraSettings):
     max_train_pairs: int = 0  # 0 = every (query, gold tool) pair of the train split
     eval_steps: int = 200  # > 0: dev recall@5 every n steps, checkpoint kept, best step selected, resumable
     seed: int = 13
-    # per training catalogue, settings over these (e.g. one catalogue fine-tuned in full, the others with LoRA)
+    # per training catalog, settings over these (e.g. one catalog fine-tuned in full, the others with LoRA)
     datasets: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     @field_validator("datasets")
@@ -55,7 +55,7 @@ class FinetuneConfig(LoraSettings):
     def _known_keys(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         for name, settings in v.items():
             bad = sorted(set(settings) - (set(cls.model_fields) - {"datasets", "max_seq_length"}))
-            if bad:  # max_seq_length also cuts queries at search time, before a catalogue is known
+            if bad:  # max_seq_length also cuts queries at search time, before a catalog is known
                 raise ValueError(f"finetune.datasets.{name}: keys {bad} cannot be set per dataset")
         return v
 
@@ -72,7 +72,7 @@ class FinetuneConfig(LoraSettings):
         return out
 
     def for_dataset(self, name: str) -> FinetuneConfig:
-        """The settings a training catalogue ``name`` is fine-tuned with: ``datasets[name]`` over the rest."""
+        """The settings a training catalog ``name`` is fine-tuned with: ``datasets[name]`` over the rest."""
         return self.replace(**{**self.datasets.get(name, {}), "datasets": {}})
 
 

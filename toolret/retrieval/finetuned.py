@@ -1,4 +1,4 @@
-"""``dense-ft``: the dense retriever over an encoder fine-tuned on the catalogue's train split.
+"""``dense-ft``: the dense retriever over an encoder fine-tuned on the catalog's train split.
 
 The fine-tune artifact is a folder holding ``model/`` (sentence-transformers weights) and
 ``finetune.json`` (the training report) and ``artifact_key.json`` (its inputs). ``fit`` trains it when
@@ -27,7 +27,7 @@ class FinetunedDenseRetriever(DenseRetriever):
     def __init__(self, artifact: str | Path, finetune: FinetuneConfig | None = None,
                  dense: DenseConfig | None = None, training_catalog: Callable[[], Catalog] | None = None) -> None:
         self.artifact = Path(artifact)
-        # where fit learns (a loader: called only when fitting): None = the catalogue fit is given
+        # where fit learns (a loader: called only when fitting): None = the catalog fit is given
         self._training_catalog = training_catalog
         self.finetune_config = finetune or FinetuneConfig()
         dense = dense or DenseConfig()
@@ -39,7 +39,7 @@ class FinetunedDenseRetriever(DenseRetriever):
         return (self.artifact / "model").is_dir()
 
     def fit(self, catalog: Catalog) -> None:
-        """Train on ``catalog``'s train split (or the training catalogue's, where one was given) unless the
+        """Train on ``catalog``'s train split (or the training catalog's, where one was given) unless the
         artifact exists (and was made from these inputs)."""
         if self._training_catalog is not None:
             catalog = self._training_catalog()

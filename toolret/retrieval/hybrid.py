@@ -4,8 +4,8 @@ Each side is any registered retriever indexing its own document variant (default
 documents the pipeline is indexed on -- ``original`` keeps the parameter and schema terms BM25 matches --
 and ``dense`` over the ``cleaned`` ones, the normalised prose the encoder reads best) and searches ``depth`` candidates; :mod:`toolret.retrieval.fusion`
 merges them. The semantic side's weight ``w`` (the lexical side gets ``1 - w``) is selected on the
-catalogue's dev split when it has one -- or on ``dev_dataset``'s (a test-only benchmark's synthetic training
-catalogue) -- (Recall@5, ties to the weight nearest 0.5), else it is the configured ``weight``; ``stats``
+catalog's dev split when it has one -- or on ``dev_dataset``'s (a test-only benchmark's synthetic training
+catalog) -- (Recall@5, ties to the weight nearest 0.5), else it is the configured ``weight``; ``stats``
 says which, with the dev curve.
 
 Example:
@@ -59,8 +59,8 @@ class HybridConfig(StrictModel):
     depth: int = Field(100, ge=1)  # candidates each side contributes
     weight: float = Field(0.5, ge=0, le=1)  # the second side's weight where no dev split selects it
     select_on_dev: bool = True
-    # select on this catalogue's dev split instead of the evaluated one's (a dataset name, a curated catalogue
-    # or data/curated/<name>: e.g. the synthetic training catalogue of a test-only benchmark)
+    # select on this catalog's dev split instead of the evaluated one's (a dataset name, a curated catalog
+    # or data/curated/<name>: e.g. the synthetic training catalog of a test-only benchmark)
     dev_dataset: str | None = None
     weight_grid: list[float] = Field(default_factory=lambda: [round(0.1 * i, 1) for i in range(11)])
     dev_metric_k: int = Field(5, ge=1)
@@ -82,7 +82,7 @@ class HybridConfig(StrictModel):
 
 def side_documents(corpus, variant: str | None) -> tuple[list[str], str | None]:
     """The documents one side indexes and the variant it got: ``variant`` where every tool has it, else the
-    pipeline's documents (``None``) -- a catalogue imported without cleaned documents still serves."""
+    pipeline's documents (``None``) -- a catalog imported without cleaned documents still serves."""
     if variant is None:
         return list(corpus.documents), None
     docs = [t.docs.get(variant) for t in corpus.tools]
@@ -99,7 +99,7 @@ class HybridRetriever:
     def __init__(self, sides: Sequence[Any], config: HybridConfig | None = None, weight: float | None = None,
                  dev_catalog=None) -> None:
         self.config = config or HybridConfig()
-        self.dev_catalog = dev_catalog  # where fit selects the weight (None: the fitted catalogue itself)
+        self.dev_catalog = dev_catalog  # where fit selects the weight (None: the fitted catalog itself)
         if len(sides) != 2:
             raise ValueError(f"hybrid fuses exactly two retrievers, got {len(sides)}")
         self.sides = list(sides)
@@ -118,7 +118,7 @@ class HybridRetriever:
     # ------------------------------------------------------------------ learn / index
     def fit(self, catalog) -> None:
         """Fit both sides; then select the weight on the dev split of ``dev_catalog`` (default: the
-        catalogue itself) where it has one."""
+        catalog itself) where it has one."""
         for side in self.sides:
             side.fit(catalog)
         selection = self.dev_catalog if self.dev_catalog is not None else catalog

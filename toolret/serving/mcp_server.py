@@ -4,7 +4,7 @@
   each ``{tool_id, name, tool, category, description, score, input_schema?}`` as structured content (the
   input schema for the top ``schemas`` hits only) and a one-line-per-hit text listing; a refused request (empty query, k out of range, busy, not ready) is a tool error
   whose text names the field;
-- resource ``toolret://catalog`` (JSON): the served catalogue's size and provenance and the pipeline.
+- resource ``toolret://catalog`` (JSON): the served catalog's size and provenance and the pipeline.
 
 Transports: stdio (``toolret mcp --index DIR``, :func:`run_stdio`: what desktop agents launch) and
 streamable HTTP at ``/mcp`` beside the REST API (``toolret serve``, :mod:`toolret.serve`), stateless with
@@ -24,9 +24,9 @@ from pydantic import Field
 from toolret.serving.service import Limits, SearchService
 from toolret.errors import RequestError
 
-INSTRUCTIONS = ("Tool retrieval over a catalogue of APIs: call search_tools with the user's task in plain "
+INSTRUCTIONS = ("Tool retrieval over a catalog of APIs: call search_tools with the user's task in plain "
                 "language to find the APIs that can do it (names, descriptions, input schemas), then call "
-                "the chosen API with its input schema. Read toolret://catalog for what the catalogue holds.")
+                "the chosen API with its input schema. Read toolret://catalog for what the catalog holds.")
 
 
 DEFAULT_SCHEMAS = 3  # input schemas in an answer: the top few (a ToolBench schema is ~1-3 kB)
@@ -67,22 +67,22 @@ def build_mcp_server(service: SearchService) -> Any:
     async def search_tools(
         query: Annotated[str, Field(description="the task to find tools for, in plain language "
                                                 f"(at most {service.limits.max_query_chars} characters)")],
-        k: Annotated[int, Field(description="how many tools to return (1 .. min(catalogue size, "
+        k: Annotated[int, Field(description="how many tools to return (1 .. min(catalog size, "
                                             f"{service.limits.max_k}))")] = 5,
         schemas: Annotated[int, Field(description="input schemas for the top this many hits (0: none; "
                                                   "call again with a larger value to see more)", ge=0)] = DEFAULT_SCHEMAS,
     ) -> CallToolResult:
-        """Find the tools (APIs) of the served catalogue that best match a task, best first: tool id,
+        """Find the tools (APIs) of the served catalog that best match a task, best first: tool id,
         name, parent tool, category, description, retrieval score and, for the top `schemas` hits where the
-        catalogue has it, the input schema. Fewer than k hits when fewer tools match (lexical retrievers)."""
+        catalog has it, the input schema. Fewer than k hits when fewer tools match (lexical retrievers)."""
         try:
             loaded, rows = await service.search(query, k, include_schema=True, query_field="query")
         except RequestError as e:
             raise ToolError(e.body()["detail"]) from None
         return search_answer(query, loaded.name, loaded.n_tools, rows[0], schemas)
 
-    @server.resource("toolret://catalog", name="catalog", title="Served tool catalogue",
-                     description="size and provenance of the served catalogue, and the pipeline serving it",
+    @server.resource("toolret://catalog", name="catalog", title="Served tool catalog",
+                     description="size and provenance of the served catalog, and the pipeline serving it",
                      mime_type="application/json")
     def catalog() -> str:
         try:

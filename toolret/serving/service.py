@@ -2,7 +2,7 @@
 
 - :class:`Loaded`: one saved pipeline loaded **and warmed** (one search at load time, so the dense
   encoder's weights are in memory before the service reports ready), with its tool records
-  (``tools.jsonl``; else a catalogue given to the server; else id-only records) and catalogue summary.
+  (``tools.jsonl``; else a catalog given to the server; else id-only records) and catalog summary.
   Immutable once built: a reload builds a new one and swaps the reference.
 - :class:`SearchService`: validation (:class:`Limits`), admission and execution:
 
@@ -64,7 +64,7 @@ class Limits:
 
     max_queries: int = 64          # queries per request
     max_query_chars: int = 2000    # characters per query
-    max_k: int = 100               # results per query (and never more than the catalogue holds)
+    max_k: int = 100               # results per query (and never more than the catalog holds)
     max_body_bytes: int = 1 << 20  # request body (REST and MCP)
     max_in_flight: int = 64        # searches admitted (running + waiting for a worker); beyond: 503
     workers: int = 4               # threads running searches
@@ -250,7 +250,7 @@ class SearchService:
         try:
             target = Path(index_dir) if index_dir else self.index_dir
             if catalog_dir is None and index_dir is None:
-                catalog_dir = self.catalog_dir  # the same index again: the same catalogue
+                catalog_dir = self.catalog_dir  # the same index again: the same catalog
             old = self.current
             try:
                 new = await asyncio.to_thread(self._load, target, catalog_dir)
@@ -458,7 +458,7 @@ class SearchService:
 
     # ------------------------------------------------------------------ reporting
     def catalog(self) -> dict[str, Any]:
-        """The served catalogue: size, provenance, pipeline (MCP resource ``toolret://catalog``)."""
+        """The served catalog: size, provenance, pipeline (MCP resource ``toolret://catalog``)."""
         loaded = self.ready()
         return {**loaded.summary(), "catalog": loaded.catalog}
 

@@ -1,4 +1,4 @@
-"""A temporary project with the curated fixture catalogue and small COLT settings (frozen MiniLM encoder,
+"""A temporary project with the curated fixture catalog and small COLT settings (frozen MiniLM encoder,
 its embeddings in a temporary store shared by the tests of a session)."""
 
 from __future__ import annotations

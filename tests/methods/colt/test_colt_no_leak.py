@@ -21,7 +21,7 @@ def _pairs(matrix, rows, cols):
 
 
 def _perturbed(catalog):
-    """The same catalogue with every test query's gold set and text changed, and a new test query whose
+    """The same catalog with every test query's gold set and text changed, and a new test query whose
     gold set is a bundle no train query has."""
     other = copy.deepcopy(catalog)
     tools = other.tool_ids

@@ -1,4 +1,4 @@
-"""COLT on the common method shape, on the fixture catalogue with the real packaged MiniLM: fit -> index ->
+"""COLT on the common method shape, on the fixture catalog with the real packaged MiniLM: fit -> index ->
 evaluate through the CLI, save / load, artifact checks, the ablation grid, `toolret evaluate` training
 what is absent (dense-ft included), list sampling and the dev selection rule."""
 

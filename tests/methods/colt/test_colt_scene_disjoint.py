@@ -1,5 +1,5 @@
 """The scene-disjoint split (whole gold sets moved between splits) and the ``toollens-scene-disjoint``
-catalogue variant built with it."""
+catalog variant built with it."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def _sets(catalog, split):
 
 @pytest.fixture
 def pooled(fixture_catalog_dir):
-    """The fixture catalogue with every judged query in train (as the variant pools ToolLens)."""
+    """The fixture catalog with every judged query in train (as the variant pools ToolLens)."""
     catalog = load_dataset(str(fixture_catalog_dir), dev_fraction=0)
     for q in catalog.queries:
         q.split = "train"
@@ -52,7 +52,7 @@ def test_gold_set_split_bad_input(pooled):
         gold_set_split(pooled, "dev", "test", 0.1, 0)
 
 
-def test_dev_carve_follows_the_catalogues_grouping(pooled):
+def test_dev_carve_follows_the_catalogs_grouping(pooled):
     by_set = copy.deepcopy(pooled)
     by_set.provenance["dev_split_by"] = "gold_set"
     carve_dev_split(by_set, 0.2, 13)

@@ -1,5 +1,5 @@
 """QTA test fixtures: a tiny REAL causal LM (1-layer Llama, byte-level BPE tokenizer trained on the fixture
-catalogue's text, SmolLM-style chat template) saved as a local HF folder, and a hashed bag-of-words encoder
+catalog's text, SmolLM-style chat template) saved as a local HF folder, and a hashed bag-of-words encoder
 for the frozen retriever (both in milliseconds; the packaged MiniLM is only used by the CLI test)."""
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ def test_nine_folds_of_ninety_queries_train_every_query_exactly_once():
                                               "n_train": 10, "n_test": 80}
         train_sets.append(train)
     assert set().union(*train_sets) == {q.id for q in cat.queries} and sum(map(len, train_sets)) == 90
-    assert all(q.split == "test" for q in cat.queries)  # the source catalogue is untouched
+    assert all(q.split == "test" for q in cat.queries)  # the source catalog is untouched
     assert kfold_split(cat, 9, 0, 13).split("train") == kfold_split(cat, 9, 0, 13).split("train")  # seeded
     assert {q.id for q in kfold_split(cat, 9, 0, 14).split("train")} != train_sets[0]
 

@@ -40,7 +40,7 @@ def test_tool_sampling_is_seeded_distinct_and_bounded():
     assert a == sample_tools(54, 5, 0, "q1", 0) and len(set(a)) == 5 and all(0 <= i < 54 for i in a)
     others = {tuple(sample_tools(54, 5, 0, "q1", r)) for r in range(1, 20)}
     assert len(others) > 15  # a new T_sub per round
-    assert sample_tools(3, 5, 0, "q", 0) == [0, 1, 2]  # s >= catalogue: every tool
+    assert sample_tools(3, 5, 0, "q", 0) == [0, 1, 2]  # s >= catalog: every tool
 
 
 def test_prompt_holds_the_sampled_documents_and_the_query_last_with_injection_neutralised():
@@ -77,7 +77,7 @@ def test_registration_is_cheap_and_names_the_pipelines():
 
 def test_a_rewriter_answers_from_shards_named_by_its_adapter_outside_data_generations(tmp_path, monkeypatch):
     """QTA's committed rewrites live under data/qta/generations/<base>_qta-lora-<adapter sha>: one folder per
-    adapter (another adapter never reads them), and none under data/generations (the synthetic catalogues
+    adapter (another adapter never reads them), and none under data/generations (the synthetic catalogs
     depend on that folder as a whole)."""
     from toolret.methods.qta.config import QTAConfig
     from toolret.methods.qta.generation import QTALLM, adapter_sha

@@ -49,7 +49,7 @@ def test_copy_counts_come_from_the_rows_rewriter_stats():
     assert _copies({}) == "-"  # dense: no rewriter
 
 
-def test_the_synthetic_section_reports_each_benchmarks_grid_with_its_training_catalogues_artifacts(tmp_path,
+def test_the_synthetic_section_reports_each_benchmarks_grid_with_its_training_catalogs_artifacts(tmp_path,
                                                                                                   monkeypatch):
     from toolret.config import validate_params
     from toolret.methods.qta.report import synthetic_sections

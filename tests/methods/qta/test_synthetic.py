@@ -1,6 +1,6 @@
 """QTA trained on synthetic requests (``qta.synthetic``, pipeline ``qta-syn``): its settings, where its adapter
-comes from on a benchmark and on its training catalogue, and end to end with a tiny REAL causal LM: the
-adapter trains on the training catalogue's train split only and is evaluated, frozen, on every test query of
+comes from on a benchmark and on its training catalog, and end to end with a tiny REAL causal LM: the
+adapter trains on the training catalog's train split only and is evaluated, frozen, on every test query of
 the benchmark (no fold: no labelled query of the benchmark is read)."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _catalog(name, n_train=0, n_test=3):
     return Catalog(name, tools, qs, {q.id: {"t0": 1} for q in qs})
 
 
-def test_qta_syn_uses_the_training_catalogues_adapter_frozen_and_trains_only_on_that_catalogue(tmp_path,
+def test_qta_syn_uses_the_training_catalogs_adapter_frozen_and_trains_only_on_that_catalog(tmp_path,
                                                                                              monkeypatch):
     from toolret.catalog.folds import kfold_split
     from toolret.registry import BuildContext, build_component
@@ -73,7 +73,7 @@ def test_qta_syn_uses_the_training_catalogues_adapter_frozen_and_trains_only_on_
 
 
 @pytest.mark.slow
-def test_cli_trains_on_the_synthetic_catalogue_and_evaluates_every_benchmark_query(tmp_path, monkeypatch, tiny_lm):
+def test_cli_trains_on_the_synthetic_catalog_and_evaluates_every_benchmark_query(tmp_path, monkeypatch, tiny_lm):
     from make_fixture import write_fixture_catalog
 
     from tests.methods.qta.test_training import _cfg

@@ -1,6 +1,6 @@
-"""QTA end to end on the fixture catalogue with a tiny REAL causal LM: preference pairs follow the eq. 4
+"""QTA end to end on the fixture catalog with a tiny REAL causal LM: preference pairs follow the eq. 4
 reward, a tiny LoRA adapter trains by DPO in seconds, save / load round-trips it, and
-``toolret evaluate --method qta`` trains what is absent on a k-fold of a catalogue without a train split."""
+``toolret evaluate --method qta`` trains what is absent on a k-fold of a catalog without a train split."""
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def test_pairs_follow_the_reward_and_a_tiny_adapter_trains_and_round_trips(tmp_p
 
 
 def test_cli_evaluate_trains_what_is_absent_on_a_fold(tmp_path, monkeypatch, tiny_lm):
-    """A catalogue without a train split: ``toolret evaluate --method qta`` folds it (auto_folds), samples the
+    """A catalog without a train split: ``toolret evaluate --method qta`` folds it (auto_folds), samples the
     preference data, trains the adapter, and evaluates on the fold's test queries only."""
     from make_fixture import write_fixture_catalog
 

@@ -1,4 +1,4 @@
-"""Artifacts -> pipelines evaluated through the CLI -> ablation grid -> report, on the fixture catalogue
+"""Artifacts -> pipelines evaluated through the CLI -> ablation grid -> report, on the fixture catalog
 (fake LLM; the real packaged MiniLM encoder, its embeddings kept in a temporary store); the registry entries,
 cheap import, and round-trip consistency."""
 
@@ -63,7 +63,7 @@ SMALL_PARAMS = {
 
 @pytest.fixture
 def project(tmp_path, monkeypatch, fixture_catalog_dir):
-    """A temporary project (``params.yaml`` + ``data/``) holding the curated fixture catalogue."""
+    """A temporary project (``params.yaml`` + ``data/``) holding the curated fixture catalog."""
     proj = tmp_path / "project"
     proj.mkdir()
     monkeypatch.setenv("TOOLRET_PROJECT_DIR", str(proj))

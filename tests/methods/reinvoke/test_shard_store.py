@@ -51,7 +51,7 @@ def test_synthetic_queries_come_from_the_committed_shards_without_an_llm(tmp_pat
 def test_every_committed_toolbench_shard_answers_a_current_prompt():
     """Hours of committed generation are only reused while the prompts render as they did: a template edit
     that changes them would orphan every shard silently. Each committed reinvoke-queries / synthetic-multi-api
-    record's prompt key must be one the current code asks for, over the catalogue its shard's meta names
+    record's prompt key must be one the current code asks for, over the catalog its shard's meta names
     (ToolBench's shared 2,479-API corpus, or a seeded tool sample of the 46,879-API one)."""
     import json
 
@@ -107,7 +107,7 @@ def env_project(tmp_path, monkeypatch, synthetic: dict):
     return root
 
 
-def test_a_training_catalogue_over_a_corpus_is_built_from_its_sources_and_the_committed_shards(
+def test_a_training_catalog_over_a_corpus_is_built_from_its_sources_and_the_committed_shards(
         tmp_path, monkeypatch, fake_generator_cls):
     """`toolret catalog synthesize` over a source outside `datasets` (the 46,879-API environment at full size):
     the corpus is loaded from its source folders and cleaned, the seeded tool sample the generation job wrote
@@ -141,9 +141,9 @@ def test_a_training_catalogue_over_a_corpus_is_built_from_its_sources_and_the_co
     assert built.provenance["spec"]["sample_tools"] == 6 and built.provenance["spec"]["seed"] == 5
 
 
-def test_a_training_catalogue_reads_the_shards_of_the_generator_its_spec_names(tmp_path, monkeypatch,
+def test_a_training_catalog_reads_the_shards_of_the_generator_its_spec_names(tmp_path, monkeypatch,
                                                                                fake_generator_cls):
-    """`synthetic.<name>.llm_model` / `llm_engine` pick whose committed shards the catalogue is built from (a larger
+    """`synthetic.<name>.llm_model` / `llm_engine` pick whose committed shards the catalog is built from (a larger
     generator's, written by `generate-shards --set reinvoke.llm_model=...`), not Re-Invoke's default generator's."""
     from toolret.catalog.io import load_catalog
     from toolret.catalog.registry import load_dataset

@@ -1,4 +1,4 @@
-"""Seen / unseen across catalogues: the same API is recognised by its place in the hierarchy, not its id."""
+"""Seen / unseen across catalogs: the same API is recognised by its place in the hierarchy, not its id."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``toolret evaluate --method toolrerank`` from nothing on the fixture catalogue: the artifact is trained
+"""``toolret evaluate --method toolrerank`` from nothing on the fixture catalog: the artifact is trained
 (cross-encoder, classifier, seen APIs, dev-selected setting), the pipeline ranks, saves and loads."""
 
 from __future__ import annotations
@@ -326,8 +326,8 @@ def test_score_views_rewrites_scores_each_api_by_its_best_matching_rewrite(train
     assert multi.indices.tolist() != plain.indices.tolist()  # the rewrites changed some order
 
 
-def test_an_artifact_trained_on_a_catalogue_folder_is_the_one_its_evaluation_accepts(trained, tmp_path):
-    """`toolrerank.train_dataset` naming a catalogue folder (an ablation's `data/curated/ablations/x`): `fit` writes
+def test_an_artifact_trained_on_a_catalog_folder_is_the_one_its_evaluation_accepts(trained, tmp_path):
+    """`toolrerank.train_dataset` naming a catalog folder (an ablation's `data/curated/ablations/x`): `fit` writes
     the artifact to `data/models/ablations/x/toolrerank` recording the training data as the setting names it, so an
     evaluation with the same setting reads it instead of refusing it as trained on other inputs."""
     from toolret.paths import model_dir
@@ -346,8 +346,8 @@ def test_an_artifact_trained_on_a_catalogue_folder_is_the_one_its_evaluation_acc
     assert json.loads(out.read_text())["n_queries"] == trained["result"]["n_queries"]
 
 
-def test_a_mixed_in_catalogue_adds_its_training_rows_and_seen_apis_and_keys_the_artifact(trained, tmp_path, capsys):
-    """`toolrerank.mix_datasets`: the sampled train queries of another catalogue (own corpus, own first stage) are
+def test_a_mixed_in_catalog_adds_its_training_rows_and_seen_apis_and_keys_the_artifact(trained, tmp_path, capsys):
+    """`toolrerank.mix_datasets`: the sampled train queries of another catalog (own corpus, own first stage) are
     added to the cross-encoder's training rows and their gold APIs to the seen set; the artifact's key names the mix,
     so an evaluation without it refuses the mixed artifact, and the unmixed key has no mix fields (older artifacts)."""
     from make_fixture import write_fixture_catalog

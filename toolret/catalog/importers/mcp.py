@@ -1,11 +1,11 @@
-"""Running MCP server -> catalogue: one tool per MCP tool (``toolret import-mcp``).
+"""Running MCP server -> catalog: one tool per MCP tool (``toolret import-mcp``).
 
 Connects with the official ``mcp`` SDK (a ``--command`` is launched and spoken to over stdio, a ``--url``
 over streamable HTTP), lists the tools (``tools/list``, following ``nextCursor`` page by page) and makes
 per MCP tool:
 
 - ``id`` / ``name``: the tool's name (what an agent calls);
-- ``tool``: the server's name (``serverInfo.name``; else the catalogue name): the hierarchy is server ->
+- ``tool``: the server's name (``serverInfo.name``; else the catalog name): the hierarchy is server ->
   tool; no category;
 - ``docs["original"]``: name and title, description, and each input property (type, required or not,
   description) of its input schema;
@@ -128,7 +128,7 @@ def mcp_tool(tool: Any, server: str) -> Tool:
 
 def import_mcp(command: str | None = None, url: str | None = None, *, name: str | None = None,
                queries: str | None = None, timeout_s: float = 120) -> Catalog:
-    """The validated catalogue of a running MCP server's tools (``name``: default the slug of the server's
+    """The validated catalog of a running MCP server's tools (``name``: default the slug of the server's
     name; ``queries``: a queries file, see :mod:`toolret.catalog.importers.queries`)."""
     import anyio
 

@@ -1,4 +1,4 @@
-"""OpenAPI 3 file (JSON or YAML) -> catalogue: one tool per operation (``toolret import-openapi``).
+"""OpenAPI 3 file (JSON or YAML) -> catalog: one tool per operation (``toolret import-openapi``).
 
 Per operation (``paths.<path>.<method>``):
 
@@ -274,7 +274,7 @@ def operation_tools(doc: dict[str, Any], source: str) -> list[Tool]:
 
 
 def import_openapi(spec: str | Path, *, name: str | None = None, queries: str | Path | None = None) -> Catalog:
-    """The validated catalogue of an OpenAPI 3 file (``name``: default the slug of ``info.title``;
+    """The validated catalog of an OpenAPI 3 file (``name``: default the slug of ``info.title``;
     ``queries``: a queries file, see :mod:`toolret.catalog.importers.queries`)."""
     from toolret.catalog.importers.queries import imported_catalog
     from toolret.provenance import sha256_file

@@ -1,11 +1,11 @@
-"""The queries file of an imported catalogue, and the catalogue an importer returns.
+"""The queries file of an imported catalog, and the catalog an importer returns.
 
 A queries file is JSON Lines, one judged query per line, every query in the test split::
 
     {"_id": "q1", "text": "renew my loan for two more weeks", "gold": ["renewLoan"]}
 
 ``_id``: unique; ``text``: the user's request; ``gold``: the ids of the tools that answer it (at least one;
-each must be a tool of the imported catalogue: an operationId / ``METHOD /path`` for OpenAPI, the tool
+each must be a tool of the imported catalog: an operationId / ``METHOD /path`` for OpenAPI, the tool
 name for MCP). Blank lines are skipped; any error names the file and line.
 """
 
@@ -39,7 +39,7 @@ def read_queries(path: str | Path, tool_ids: Iterable[str]) -> tuple[list[Query]
             raise CatalogError(f"{where}: field 'gold' must be a non-empty list of tool ids")
         missing = [g for g in gold if g not in known]
         if missing:
-            raise CatalogError(f"{where}: gold tool id(s) {missing} are not in the imported catalogue")
+            raise CatalogError(f"{where}: gold tool id(s) {missing} are not in the imported catalog")
         queries.append(Query(id=qid, text=text, split="test"))
         qrels[qid] = {g: 1 for g in gold}
     if not queries:
@@ -49,7 +49,7 @@ def read_queries(path: str | Path, tool_ids: Iterable[str]) -> tuple[list[Query]
 
 def imported_catalog(name: str, tools: list[Tool], provenance: dict[str, Any],
                      queries: str | Path | None = None) -> Catalog:
-    """The validated catalogue of imported ``tools``: with ``queries`` (a queries file) they are its test
+    """The validated catalog of imported ``tools``: with ``queries`` (a queries file) they are its test
     split and its purpose is ``evaluation``; without, its purpose is ``serving`` (no split required).
     Raises :class:`CatalogError` naming every failed check (GX validation, as ``toolret catalog build``)."""
     from toolret.catalog.validation import validate_catalog
@@ -57,7 +57,7 @@ def imported_catalog(name: str, tools: list[Tool], provenance: dict[str, Any],
     seen: dict[str, Tool] = {}
     for t in tools:
         if t.id in seen:
-            raise CatalogError(f"catalogue {name!r}: two tools have the id {t.id!r}")
+            raise CatalogError(f"catalog {name!r}: two tools have the id {t.id!r}")
         seen[t.id] = t
     query_list: list[Query] = []
     qrels: dict[str, dict[str, int]] = {}
@@ -71,7 +71,7 @@ def imported_catalog(name: str, tools: list[Tool], provenance: dict[str, Any],
     catalog = Catalog(name=name, tools=tools, queries=query_list, qrels=qrels, provenance=provenance)
     report = validate_catalog(catalog)
     if not report.success:
-        raise CatalogError(f"imported catalogue {name!r} failed validation; nothing written:\n{report.summary()}")
+        raise CatalogError(f"imported catalog {name!r} failed validation; nothing written:\n{report.summary()}")
     return catalog
 
 

@@ -4,7 +4,7 @@ Which qrels file is required follows ``catalog.json: provenance.purpose`` (:data
 PURPOSES`): ``qrels/test.tsv`` by default, ``qrels/train.tsv`` for ``training``, none (and no
 ``queries.jsonl``) for ``serving``.
 
-Reads both third-party BEIR directories (bring your own catalogue) and toolret's curated catalogs
+Reads both third-party BEIR directories (bring your own catalog) and toolret's curated catalogs
 (recognised by ``metadata.toolret``). Integrity is enforced while reading: duplicate ids, empty or
 non-UTF-8 text, oversized fields and qrels that reference unknown queries or tools are rejected with
 an error naming the file and line.
@@ -27,7 +27,7 @@ def load_beir(directory: str | Path, name: str | None = None) -> Catalog:
     meta_path = directory / "catalog.json"
     meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
     # provenance.purpose (model.PURPOSES) names the split required: test (evaluation, the default), train (a
-    # training-only catalogue, toolret.catalog.synthetic) or none (a serving catalogue: corpus only, imported
+    # training-only catalog, toolret.catalog.synthetic) or none (a serving catalog: corpus only, imported
     # by toolret.catalog.importers without queries)
     try:
         split_required = required_split(meta.get("provenance"))

@@ -3,7 +3,7 @@
 No corpus ships with them: the corpus is the union of every group's ``api_list`` (2,479 APIs / 811
 tools / 47 categories), APIs keyed by (tool_name, api_name). All six groups share that one corpus so
 their numbers are comparable to each other (not 1:1 to papers that searched ~16k APIs). The
-``toolbench-env-*`` catalogues (:mod:`toolret.catalog.loaders.toolbench_env`) reuse these queries, gold
+``toolbench-env-*`` catalogs (:mod:`toolret.catalog.loaders.toolbench_env`) reuse these queries, gold
 and ids over the 46,802-API tool environment.
 """
 
@@ -27,7 +27,7 @@ def _group_file(group: str) -> str:
 
 
 def group_dataset_name(group: str, prefix: str = "toolbench-") -> str:
-    """``"G1_tool"`` -> ``"toolbench-g1-tool"`` (``prefix`` ``"toolbench-env-"``: the env catalogue)."""
+    """``"G1_tool"`` -> ``"toolbench-g1-tool"`` (``prefix`` ``"toolbench-env-"``: the env catalog)."""
     return prefix + group.lower().replace("_", "-")
 
 

@@ -42,7 +42,7 @@ Bad input:
   ``api_list`` missing, null or empty: a tool without APIs (counted, ``tools_without_apis``);
 * an API without a name (missing, not a string, blank): skipped, counted (``apis_without_name``) with
   its ``file[index]`` listed (``apis_without_name_at``);
-* U+FFFD (text already undecodable upstream; the catalogue readers reject it as corruption) is removed
+* U+FFFD (text already undecodable upstream; the catalog readers reject it as corruption) is removed
   from names and documents, the APIs counted (``replacement_characters_removed``, listed);
 * two APIs with the same id: the first wins; group APIs come first, then the environment in file
   path and list order. A later one with the same document is merged (``identical_duplicates``), one

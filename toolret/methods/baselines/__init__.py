@@ -1,5 +1,5 @@
 """The baseline retrievers: ``bm25`` (bm25s), ``dense`` (zero-shot bi-encoder + faiss), ``dense-ft``
-(the same encoder fine-tuned with in-batch negatives on the catalogue's train split) and ``hybrid`` (two
+(the same encoder fine-tuned with in-batch negatives on the catalog's train split) and ``hybrid`` (two
 of them fused by reciprocal rank or normalised score, the weight selected on dev).
 
 Implementations live in :mod:`toolret.retrieval` (other methods build on them); this package's
@@ -54,7 +54,7 @@ def _dense_ft(ctx: BuildContext):
 
 def _hybrid(ctx: BuildContext, fine_tuned: bool = False):
     """Each side is built like the registered retriever it names (``dense-ft`` loads its artifact);
-    ``fine_tuned`` (``hybrid-ft``): a ``dense`` side becomes ``dense-ft`` (the catalogue's ``trained_on``)."""
+    ``fine_tuned`` (``hybrid-ft``): a ``dense`` side becomes ``dense-ft`` (the catalog's ``trained_on``)."""
     from toolret.registry import build_component
     from toolret.retrieval.hybrid import HybridRetriever
 
@@ -76,7 +76,7 @@ def _hybrid_docs(params) -> tuple[str, ...]:
     return tuple(s.docs for s in params.hybrid.sides if s.docs)
 
 
-def _hybrid_catalogues(params) -> tuple[str, ...]:
+def _hybrid_catalogs(params) -> tuple[str, ...]:
     config = params.hybrid
     return (config.dev_dataset,) if config.dev_dataset and config.select_on_dev else ()
 
@@ -95,11 +95,11 @@ METHOD = register_method(Method(
         Component("hybrid", "retriever", _hybrid, loads("toolret.retrieval.hybrid:HybridRetriever"), ("hybrid", "bm25", "dense", "finetune"),
                   "two retrievers fused (default bm25 on the evaluated docs + dense on cleaned docs, reciprocal-rank "
                   "fusion; the weight selected on dev where there is one)", reads_docs=_hybrid_docs,
-                  reads_catalogues=_hybrid_catalogues),
+                  reads_catalogs=_hybrid_catalogs),
         Component("hybrid-ft", "retriever", lambda ctx: _hybrid(ctx, fine_tuned=True), loads("toolret.retrieval.hybrid:HybridRetriever"),
                   ("hybrid", "bm25", "dense", "finetune"),
-                  "hybrid with its dense side fine-tuned: dense-ft of the dataset's training catalogue (trained_on)",
-                  trains=True, reads_docs=_hybrid_docs, reads_catalogues=_hybrid_catalogues),
+                  "hybrid with its dense side fine-tuned: dense-ft of the dataset's training catalog (trained_on)",
+                  trains=True, reads_docs=_hybrid_docs, reads_catalogs=_hybrid_catalogs),
     ),
     stages=(StageTemplate(
         name="finetune", order=30, costly=True, trains=True, foreach="${finetune_datasets}",

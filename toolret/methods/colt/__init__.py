@@ -25,7 +25,7 @@ from toolret.stage_templates import ablation_grid, index_and_evaluate
 
 
 def semantic_encoder(ctx: BuildContext, spec: str):
-    """The semantic stage named by ``colt.encoder``: ``dense-ft`` (this catalogue's fine-tune artifact,
+    """The semantic stage named by ``colt.encoder``: ``dense-ft`` (this catalog's fine-tune artifact,
     trained by its ``fit`` when absent), ``dense`` (the frozen ``params.dense`` encoder), or a folder (a
     dense-ft artifact, i.e. one with ``model/`` inside, or a sentence-transformers encoder)."""
     from toolret.retrieval.dense import DenseRetriever

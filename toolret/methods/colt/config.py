@@ -34,7 +34,7 @@ class ColtConfig(StrictModel):
     """What determines a learned COLT model (plus where it lives: ``model_name``).
 
     Attributes:
-        encoder: the semantic stage: ``dense-ft`` (the catalogue's fine-tuned encoder, trained when absent),
+        encoder: the semantic stage: ``dense-ft`` (the catalog's fine-tuned encoder, trained when absent),
             ``dense`` (the frozen ``params.dense`` encoder) or a folder (an encoder or a dense-ft artifact).
         docs: the document variant COLT learns on and indexes (tool features come from these texts).
         model_name: the artifact folder under ``data/models/<dataset>/`` (ablation rows use their own).

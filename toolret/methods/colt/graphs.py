@@ -20,11 +20,11 @@ from toolret.errors import CatalogError
 
 @dataclass
 class TrainGraphs:
-    """The train-split graphs of one catalogue.
+    """The train-split graphs of one catalog.
 
     Attributes:
         query_ids: the train queries, one graph row each (only queries with gold tools).
-        tool_ids: the catalogue's tools (graph columns of Q-T and S-T), in catalogue order.
+        tool_ids: the catalog's tools (graph columns of Q-T and S-T), in catalog order.
         scenes: each scene's tool positions (sorted), in a deterministic order.
         qt, qs, st: binary ``csr_matrix`` adjacency of Q-T ``[n_q, n_t]``, Q-S ``[n_q, n_s]``, S-T ``[n_s, n_t]``.
         gold: each train query's gold tool positions (sorted).
@@ -67,7 +67,7 @@ def build_train_graphs(catalog: Catalog, split: str = "train") -> TrainGraphs:
     """Q-T, Q-S and S-T from the judged queries of ``split`` (the train split; nothing else enters).
 
     Raises:
-        CatalogError: the split has no judged query, or a judged tool is not in the catalogue.
+        CatalogError: the split has no judged query, or a judged tool is not in the catalog.
     """
     queries = catalog.split(split)
     if not queries:

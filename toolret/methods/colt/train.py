@@ -29,7 +29,7 @@ def sample_lists(gold: Sequence[Sequence[int]], n_tools: int, list_size: int,
         raise CatalogError(f"colt: list_size={list_size} must exceed every train query's number of gold tools "
                            f"(train query #{too_many[0]} has {len(gold[too_many[0]])}); raise colt.list_size")
     if n_tools < list_size:
-        raise CatalogError(f"colt: list_size={list_size} exceeds the catalogue's {n_tools} tools")
+        raise CatalogError(f"colt: list_size={list_size} exceeds the catalog's {n_tools} tools")
     keys = rng.random((n_q, n_tools))
     for i, g in enumerate(gold):
         keys[i, list(g)] = 2.0  # gold never sampled as a negative

@@ -1,5 +1,5 @@
-"""The core stages, one :class:`~toolret.registry.Method` like any other: catalogue build, cleaning and
-synthetic training catalogues per dataset, index / evaluate of every ``params.methods`` pipeline on every
+"""The core stages, one :class:`~toolret.registry.Method` like any other: catalog build, cleaning and
+synthetic training catalogs per dataset, index / evaluate of every ``params.methods`` pipeline on every
 dataset, and dense-ft's index / evaluate per ``trained_on`` entry (the baseline components themselves:
 :mod:`toolret.methods.baselines`).
 """
@@ -12,15 +12,15 @@ from toolret.registry import Method, StageTemplate, register_method
 from toolret.stage_templates import index_and_evaluate, param_value
 
 
-def evaluated(params: Any, catalogue: str) -> bool:
-    """A ``trained_on`` entry gets dense-ft's index / evaluate unless it names a training catalogue
+def evaluated(params: Any, catalog: str) -> bool:
+    """A ``trained_on`` entry gets dense-ft's index / evaluate unless it names a training catalog
     (``synthetic``: no test split; its entry only says which dense-ft its rerankers' first stage reads)."""
-    return catalogue not in (param_value(params, "synthetic") or {})
+    return catalog not in (param_value(params, "synthetic") or {})
 
 
 def catalog_source_deps(params: Any, dataset: str) -> tuple[str, ...]:
     """The raw data a dataset's catalog is built from, as DVC deps: a registered dataset's source
-    folders under ``${source.root}`` (``toolbench-env-*``: two), a ``source.beir`` catalogue's directory,
+    folders under ``${source.root}`` (``toolbench-env-*``: two), a ``source.beir`` catalog's directory,
     else the name itself (a BEIR directory given as the dataset)."""
     import importlib
 
@@ -34,7 +34,7 @@ def catalog_source_deps(params: Any, dataset: str) -> tuple[str, ...]:
 
 
 def synthetic_source_deps(params: Any, name: str) -> tuple[str, ...]:
-    """What a synthetic training catalogue is made from, as DVC deps: its source's curated catalogue where the
+    """What a synthetic training catalog is made from, as DVC deps: its source's curated catalog where the
     source is among ``datasets``, else the source's raw folders (a corpus the stage loads and cleans itself),
     and the committed shards of the generator(s) it reads (``data/generations/<model slug>``: a shard another
     generator writes does not make it stale)."""
@@ -56,7 +56,7 @@ def synthetic_source_deps(params: Any, name: str) -> tuple[str, ...]:
 
 METHOD = register_method(Method(
     name="core",
-    description="the core stages: catalogues, cleaning, synthetic training catalogues, params.methods and dense-ft "
+    description="the core stages: catalogs, cleaning, synthetic training catalogs, params.methods and dense-ft "
                 "index / evaluate",
     stages=(
         StageTemplate(
@@ -76,7 +76,7 @@ METHOD = register_method(Method(
         ),
         StageTemplate(
             name="synthesize", order=25, foreach="${synthetic}", only_if="synthetic",
-            desc="Training catalogue of LLM-written queries from a curated catalogue's committed per-tool "
+            desc="Training catalog of LLM-written queries from a curated catalog's committed per-tool "
                  "generations (held-out categories and tools for unseen dev queries; no LLM runs, no test query "
                  "is read)",
             cmd="toolret catalog synthesize --name ${key} --out data/curated/${key}",
@@ -85,7 +85,7 @@ METHOD = register_method(Method(
         ),
         StageTemplate(
             name="select", order=27, foreach="${selections}", only_if="selections",
-            desc="Evaluation catalogue sliced from another's judged queries (e.g. a training catalogue's multi-API "
+            desc="Evaluation catalog sliced from another's judged queries (e.g. a training catalog's multi-API "
                  "dev requests: a dev set shaped like a benchmark, built without reading its test queries)",
             cmd="toolret catalog select --catalog data/curated/${item.source} --split ${item.split} "
                 "--min-gold ${item.min_gold} --sample ${item.sample} --seed ${item.seed} --name ${key} "
@@ -103,11 +103,11 @@ METHOD = register_method(Method(
         ),
         *index_and_evaluate(
             "dense-ft", foreach="${trained_on}", dataset="${key}", names=("index_ft", "evaluate_ft"), orders=(51, 61),
-            index_desc="dense-ft index: the encoder fine-tuned on the dataset's training catalogue (trained_on) over "
+            index_desc="dense-ft index: the encoder fine-tuned on the dataset's training catalog (trained_on) over "
                        "every document variant",
             evaluate_desc="dense-ft evaluation on the test split (metrics, bootstrap CIs, per-query table)",
             options=" --model data/models/${item}/dense-ft",
-            # loading the model checks its key against the catalogue it was trained on
+            # loading the model checks its key against the catalog it was trained on
             deps=("data/models/${item}/dense-ft", "data/curated/${item}"),
             params=("dense", "finetune"), keep=evaluated,
         ),

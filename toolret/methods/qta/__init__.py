@@ -12,8 +12,8 @@ Its :data:`METHOD` (see :mod:`toolret.registry`) holds:
   preference data, adapter (both costly), and the evaluation grid ``qta.grid`` (paired tests vs dense);
 - the report ``toolret report-ablations --method qta`` (per-fold table, mean over folds, paper numbers);
 - synthetic requests (``qta.synthetic``): component and pipeline ``qta-syn``, the rewriter trained on a
-  benchmark's synthetic training catalogue (no labelled query read), stages ``qta_synthetic`` (preference
-  data + adapter on the training catalogue) and ``qta_synthetic_evaluate`` (its grid on the benchmark).
+  benchmark's synthetic training catalog (no labelled query read), stages ``qta_synthetic`` (preference
+  data + adapter on the training catalog) and ``qta_synthetic_evaluate`` (its grid on the benchmark).
 
 Importing this package is cheap (no torch / transformers / trl): the heavy parts load on use.
 """
@@ -26,7 +26,7 @@ from toolret.methods.qta.config import QTASection
 from toolret.registry import (BuildContext, Component, Method, NamedPipeline, Section, StageTemplate, in_git,
                               loads, register_method)
 
-ARTIFACTS = "qta"  # data/qta/<catalogue>/preferences.jsonl; adapters in data/models/<catalogue>/qta/m<m>
+ARTIFACTS = "qta"  # data/qta/<catalog>/preferences.jsonl; adapters in data/models/<catalog>/qta/m<m>
 
 
 def _build(trained: bool):
@@ -56,7 +56,7 @@ def _build(trained: bool):
 
 def _build_synthetic(ctx: BuildContext):
     """``qta-syn``: on a benchmark of ``qta.synthetic.runs`` (or a fold of one), the adapter trained on its
-    synthetic training catalogue (frozen); on that training catalogue itself, the rewriter ``fit`` trains."""
+    synthetic training catalog (frozen); on that training catalog itself, the rewriter ``fit`` trains."""
     from toolret.catalog.folds import base_dataset
     from toolret.errors import ConfigError
     from toolret.llm.models import generator_artifact_dir
@@ -69,7 +69,7 @@ def _build_synthetic(ctx: BuildContext):
     benchmark = section.synthetic.benchmark_of(name)
     training = name if benchmark else section.synthetic.training_catalog(name)
     if training is None:
-        raise ConfigError(f"qta-syn: dataset {name!r} has no synthetic training catalogue (params.yaml "
+        raise ConfigError(f"qta-syn: dataset {name!r} has no synthetic training catalog (params.yaml "
                           f"qta.synthetic.runs names {sorted(section.synthetic.runs) or 'none'})")
     docs = cfg.docs_for(benchmark or name)
     models = ctx.artifact_dir("models").parent / training / "qta"
@@ -94,7 +94,7 @@ METHOD = register_method(Method(
                   "QTA's prompt on the untrained LLM (zero-shot); its fit samples the DPO preference data",
                   trains=True),
         Component("qta-syn", "rewriter", _build_synthetic, loads("toolret.methods.qta.components:QTARewriter"),
-                  ("qta", "dense"), "QTA's rewriter trained by DPO on a synthetic training catalogue of the "
+                  ("qta", "dense"), "QTA's rewriter trained by DPO on a synthetic training catalog of the "
                   "benchmark's tools (LLM-written requests, no labelled query)"),
     ),
     pipelines=(NamedPipeline("qta", "qta-rewriter+dense", "QTA (trained rewriter over frozen dense)"),
@@ -131,7 +131,7 @@ METHOD = register_method(Method(
         ),
         StageTemplate(
             name="qta_synthetic", order=44, costly=True, trains=True, foreach="${qta.synthetic.runs}",
-            desc="QTA on synthetic requests: DPO preference data over the benchmark's synthetic training catalogue "
+            desc="QTA on synthetic requests: DPO preference data over the benchmark's synthetic training catalog "
                  "(rank rewards from frozen dense) and the LoRA adapter trained on it",
             cmd="toolret fit --method qta-syn --catalog data/curated/${item.catalog} --out data/models/${item.catalog}/qta",
             entry="toolret.cli:cmd_fit", components=("qta-syn+dense",), deps=("data/curated/${item.catalog}",),

@@ -1,6 +1,6 @@
 """QTA's query rewriter on the common method shape (``QueryRewriter``: fit / rewrite / save / load).
 
-- ``qta-rewriter`` (trained): ``fit`` samples and scores the preference data of the catalogue's train
+- ``qta-rewriter`` (trained): ``fit`` samples and scores the preference data of the catalog's train
   split (an artifact; reused when it matches) and trains one LoRA adapter per ``train_m`` by DPO (an
   artifact: ``<models>/<dataset>/qta/m<m>``; never retrained when present); ``rewrite`` writes one
   greedy rewrite per query with the adapter merged into the local LLM (cached like every LLM output).
@@ -40,7 +40,7 @@ class QTARewriter:
 
     Args:
         config: QTA settings (``params.qta``).
-        documents: the tool documents T_sub is sampled from (the ``qta.docs`` variant of the catalogue).
+        documents: the tool documents T_sub is sampled from (the ``qta.docs`` variant of the catalog).
         tool_ids: their tool ids.
         adapter_root: folder holding one adapter per m (``m10/`` ...); ``None`` = zero-shot.
         preferences: the preference-data JSONL (read, or written by ``fit`` when absent / stale).
@@ -117,7 +117,7 @@ class QTARewriter:
             self.preference_records(catalog)
             return
         if not self.trained or self.frozen:
-            return  # zero-shot, or adapters trained on another catalogue: nothing to learn here
+            return  # zero-shot, or adapters trained on another catalog: nothing to learn here
         missing = [m for m in self.config.train_m if not self._adapter_ready(m)]
         if not missing:
             return

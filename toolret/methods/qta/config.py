@@ -25,10 +25,10 @@ where we depart from it for 2 CPU cores, are ours and written down here:
   projections, ``rewrites_only``, 4 epochs, ``search: query_and_rewrite``.
 
 Synthetic training requests (``qta.synthetic``, pipeline ``qta-syn``; not in the paper): the rewriter is
-trained on a synthetic training catalogue of the benchmark's tools -- LLM-written requests whose source tools
+trained on a synthetic training catalog of the benchmark's tools -- LLM-written requests whose source tools
 are their gold (:mod:`toolret.catalog.synthetic`) -- with the same eq. 4 rank rewards from the same frozen
 retriever, so no labelled query of the benchmark is read and every test query is unused by any choice. Its
-settings (rounds per request, pair rule, epochs) are chosen on that catalogue's dev split.
+settings (rounds per request, pair rule, epochs) are chosen on that catalog's dev split.
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ class QTAConfig(StrictModel):
         save_steps: checkpoint every n optimizer steps (a killed run resumes from the last one).
         llm_model, llm_batch_size, llm_num_threads, llm_device, cache_dir: the local LLM and its JSONL cache.
         mlflow: log per-step training metrics (loss, reward margins, accuracy) to MLflow.
-        adapter_from: use the adapters in this folder (trained on another catalogue: the cross-dataset
-            protocol) instead of the catalogue's own; nothing is trained.
+        adapter_from: use the adapters in this folder (trained on another catalog: the cross-dataset
+            protocol) instead of the catalog's own; nothing is trained.
         train_queries: sample preferences for at most this many train queries (seeded; 0 = all).
         pair_rule: which DPO pair each preference round yields (``preferences.choose_pair``).
         search: ``rewrite`` searches the rewrite alone; ``query_and_rewrite`` fuses both rankings (RRF).
@@ -101,7 +101,7 @@ class QTAConfig(StrictModel):
     llm_device: str = "cpu"
     cache_dir: str | None = None
     mlflow: bool = True
-    adapter_from: str | None = None  # cross-dataset: an adapter folder (.../qta) trained on another catalogue
+    adapter_from: str | None = None  # cross-dataset: an adapter folder (.../qta) trained on another catalog
     train_queries: int = Field(0, ge=0)  # 0 = every train query; else a seeded subsample (large train splits)
     # which pair a preference round gives DPO (toolret.methods.qta.preferences.choose_pair): best_worst of
     # {q, q1, q2} (the default reading), beat_query (only rounds where a rewrite beats q), rewrites_only (best vs
@@ -137,7 +137,7 @@ class QTAConfig(StrictModel):
         return name
 
     def sampling_key(self) -> dict:
-        """What the preference data depends on (beyond the catalogue and the retriever)."""
+        """What the preference data depends on (beyond the catalog and the retriever)."""
         return {k: getattr(self, k) for k in ("s", "n", "temperature", "top_p", "seed", "max_new_tokens",
                                               "max_rewrite_chars", "doc_chars", "llm_model", "train_queries")}
 
@@ -152,10 +152,10 @@ class QTAConfig(StrictModel):
 
 
 class QTARun(StrictModel):
-    """One run of the QTA stages (``params.yaml: qta.runs``, keyed by the catalogue it runs on).
+    """One run of the QTA stages (``params.yaml: qta.runs``, keyed by the catalog it runs on).
 
     ``folds`` > 0: fold ``fold`` of ``folds`` of ``dataset``'s test queries is the train split, and the key
-    must be the folded catalogue's name (``<dataset>-fold<fold>of<folds>``); ``folds`` 0: the dataset's own
+    must be the folded catalog's name (``<dataset>-fold<fold>of<folds>``); ``folds`` 0: the dataset's own
     train split, key = ``dataset``. ``docs``: the document variant evaluated (use the one ``qta.docs`` names).
     ``selection``: the run the settings were chosen on; the report's pooled test leaves it out.
     """
@@ -174,7 +174,7 @@ class QTARun(StrictModel):
 
 class QTASyntheticRun(StrictModel):
     """One benchmark's synthetic-request QTA (``params.yaml: qta.synthetic.runs.<benchmark>``): ``catalog``, the
-    synthetic training catalogue of its tools (``params.yaml: synthetic``) the adapter is trained on; the
+    synthetic training catalog of its tools (``params.yaml: synthetic``) the adapter is trained on; the
     adapter is evaluated on the benchmark's test queries with ``docs`` (``qta.docs``' variant for it)."""
 
     catalog: str
@@ -185,7 +185,7 @@ class QTASynthetic(StrictModel):
     """``params.yaml: qta.synthetic``: QTA trained on synthetic requests (pipeline ``qta-syn``).
 
     ``set``: the QTA settings of the synthetic adapter that differ from ``qta``'s (``m``: preference rounds per
-    request; ``train_m`` follows it), chosen on the training catalogue's dev split; ``grid``: evaluated on each
+    request; ``train_m`` follows it), chosen on the training catalog's dev split; ``grid``: evaluated on each
     benchmark of ``runs`` (paired tests against dense on the same queries)."""
 
     runs: dict[str, QTASyntheticRun] = Field(default_factory=dict)
@@ -197,7 +197,7 @@ class QTASynthetic(StrictModel):
         return run.catalog if run else None
 
     def benchmark_of(self, catalog: str) -> str | None:
-        """The benchmark whose training catalogue ``catalog`` is (``None``: not one)."""
+        """The benchmark whose training catalog ``catalog`` is (``None``: not one)."""
         return next((name for name, run in self.runs.items() if run.catalog == catalog), None)
 
 
@@ -225,6 +225,6 @@ class QTASection(QTAConfig, ComponentSection):
     def _run_keys(self):
         bad = {k: r.catalog_name() for k, r in self.runs.items() if k != r.catalog_name()}
         if bad:
-            raise ValueError(f"qta.runs keys must name the catalogue they run on: {bad}")
+            raise ValueError(f"qta.runs keys must name the catalog they run on: {bad}")
         self.synthetic_config()  # a bad qta.synthetic.set key fails when params load, naming it
         return self

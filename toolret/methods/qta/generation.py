@@ -118,7 +118,7 @@ class QTALLM(LazyCachedLLM):
 
     def store_dir(self) -> Path:
         """``data/qta/generations/<model slug>``: beside QTA's other committed files, outside
-        ``data/generations`` (the generators' shard folders the synthetic catalogues depend on)."""
+        ``data/generations`` (the generators' shard folders the synthetic catalogs depend on)."""
         from toolret.llm.models import model_slug
         from toolret.paths import project_dir
 

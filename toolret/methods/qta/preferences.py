@@ -2,7 +2,7 @@
 
 For every training query q and round r < rounds: sample T_sub (s tool documents, seeded by query and
 round), sample two rewrites q1, q2 of q at a high temperature (sample indices 2r and 2r+1), rank the
-whole catalogue with the frozen retriever for q, q1 and q2, score each with eq. 4 over q's gold tools,
+whole catalog with the frozen retriever for q, q1 and q2, score each with eq. 4 over q's gold tools,
 then chosen = the best of {q, q1, q2} and rejected = the worst (``choose_pair``; a round with no
 preference is kept with ``skip: "tie"``). The stored pair is that default rule's; training picks each
 round's pair again under ``qta.pair_rule`` from the stored rewards (``dpo_pairs``), so another rule needs

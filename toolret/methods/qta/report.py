@@ -161,7 +161,7 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, note
 
 def synthetic_sections(runs: Path, section) -> tuple[list[str], dict[str, Any]]:
     """``qta.synthetic``: per benchmark, the grid on every test query (``<runs>/<benchmark>/qta-synthetic``) of the
-    rewriter trained on its synthetic training catalogue, with that catalogue's preference data and adapter."""
+    rewriter trained on its synthetic training catalog, with that catalog's preference data and adapter."""
     from toolret.paths import data_dir
 
     lines, data = [], {}
@@ -177,7 +177,7 @@ def synthetic_sections(runs: Path, section) -> tuple[list[str], dict[str, Any]]:
         return [], {}
     cfg = section.synthetic_config()
     head = ["## Trained on synthetic requests (no labelled query)", "",
-            "`qta-syn`: the rewriter trained by DPO on the benchmark's synthetic training catalogue (LLM-written "
+            "`qta-syn`: the rewriter trained by DPO on the benchmark's synthetic training catalog (LLM-written "
             "requests from the tool documents, their source tools as gold; `params.yaml: synthetic`), with the same "
             f"eq. 4 rewards from the same frozen dense; m = {cfg.m} round(s) per request, pair rule {cfg.pair_rule}, "
             f"{cfg.epochs:g} epochs{', bf16 autocast' if cfg.bf16 else ''}. No query of the benchmark is read before "

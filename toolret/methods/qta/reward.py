@@ -1,6 +1,6 @@
 """QTA's reward (paper eq. 4): how well a query ranks its gold tools under the frozen retriever.
 
-For a gold tool at 1-based rank ``idx`` in the retriever's ranking of the WHOLE catalogue::
+For a gold tool at 1-based rank ``idx`` in the retriever's ranking of the WHOLE catalog::
 
     score(idx) = 1 / log2(idx + 1.1)              if idx <= n
                = -(idx - n) / log2(idx / n + 1)   if idx > n
@@ -35,7 +35,7 @@ def gold_ranks(ranked: Sequence[int], gold: Sequence[int]) -> list[int]:
     """1-based ranks of the ``gold`` tool positions in ``ranked`` (tool positions, best first, every tool).
 
     Raises:
-        ValueError: a gold tool missing from the ranking (the reward needs the whole catalogue ranked).
+        ValueError: a gold tool missing from the ranking (the reward needs the whole catalog ranked).
     """
     where = {int(t): i + 1 for i, t in enumerate(np.asarray(ranked).tolist()) if t >= 0}
     missing = [g for g in gold if int(g) not in where]

@@ -116,7 +116,7 @@ METHOD = register_method(Method(
     generation_jobs={
         "reinvoke-queries": "toolret.methods.reinvoke.generation:queries_job",
         "reinvoke-intents": "toolret.methods.reinvoke.generation:intents_job",
-        # training requests for a synthetic catalogue's multi-API groups, by the same generator (issue 26)
+        # training requests for a synthetic catalog's multi-API groups, by the same generator (issue 26)
         "synthetic-multi-api": "toolret.methods.reinvoke.generation:multi_api_job",
     },
     stages=(

@@ -99,7 +99,7 @@ def build_hyde(catalog: Catalog, cfg: ReInvokeConfig, out: str | Path | None = N
 
 def check_synthetic_records(records: Sequence[dict], tool_ids: Sequence[str], documents: Sequence[str] | None,
                             n: int) -> None:
-    """Refuse an artifact that does not cover the catalogue (or was generated from other documents)."""
+    """Refuse an artifact that does not cover the catalog (or was generated from other documents)."""
     have: dict[str, int] = {}
     shas: dict[str, str] = {}
     for r in records:

@@ -37,7 +37,7 @@ from toolret.retrieval.embedding_store import EmbeddingStore
 
 class MemoEncoder:
     """Text -> embedding memo in front of ``DenseRetriever.encode``, optionally backed by a persistent
-    :class:`EmbeddingStore` (processes and catalogues sharing a corpus share copy embeddings)."""
+    :class:`EmbeddingStore` (processes and catalogs sharing a corpus share copy embeddings)."""
 
     def __init__(self, dense, store: EmbeddingStore | None = None, fingerprint: str | None = None) -> None:
         self.dense = dense

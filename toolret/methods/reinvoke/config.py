@@ -96,6 +96,6 @@ class ReInvokeSection(ReInvokeConfig, ComponentSection):
 
     ablations: dict[str, GridVariant] = Field(default_factory=dict)
     # datasets whose tools' mean copy vectors are committed (stage reinvoke_tool_vectors); one per corpus suffices:
-    # the vectors are content-addressed, so catalogues sharing tools share them
+    # the vectors are content-addressed, so catalogs sharing tools share them
     tool_vector_datasets: list[str] = Field(default_factory=list)
     paper_columns: dict[str, str] = Field(default_factory=dict)  # dataset -> single-tool|multi-tool|I1|I2|I3

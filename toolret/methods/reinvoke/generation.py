@@ -1,7 +1,7 @@
 """The LLM side of Re-Invoke: synthetic queries (index time), intents and HyDE documents (query time).
 
 All generation goes through ``toolret.llm.cache.CachedGenerator`` (one append-only JSONL file per
-LLM under ``<cache home>/llm/``, shared by every catalogue), so a killed run resumes and a second run generates
+LLM under ``<cache home>/llm/``, shared by every catalog), so a killed run resumes and a second run generates
 nothing. Prompts and default decoding settings come from ``toolret.llm.prompts``; outputs are parsed
 with ``toolret.llm.parsing`` and every record keeps its parse status so the artifacts can be audited.
 
@@ -228,7 +228,7 @@ def intents_job(catalog, params, n: int | None = None):
 
 def multi_api_job(catalog, params, n: int | None = None):
     """``toolret generate-shards --job synthetic-multi-api``: one request per multi-API group of the synthetic
-    training catalogue built from ``catalog`` (:func:`toolret.catalog.synthetic.multi_api_groups`), written by
+    training catalog built from ``catalog`` (:func:`toolret.catalog.synthetic.multi_api_groups`), written by
     Re-Invoke's generator (same model, engine and shard store as its synthetic queries)."""
     from toolret.catalog.synthetic import multi_api_job_prompts
     from toolret.llm.models import KNOWN_MODELS

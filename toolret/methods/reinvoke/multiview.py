@@ -20,7 +20,7 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Candidate:
-    tool: int  # tool position in the catalogue
+    tool: int  # tool position in the catalog
     similarity: float  # similarity between the tool and the intent that proposed it
     rank: int  # 0-based rank of the tool within that intent
     intent: int  # which intent proposed it

@@ -8,7 +8,7 @@ Encoding the copies is the slow part of Re-Invoke on a new machine (ToolBench at
 Content-addressed: a tool's key is the sha256 of its copy texts (document + synthetic queries, in order,
 after expansion), and a file holds the vectors of one encoder fingerprint
 (:func:`toolret.retrieval.embedding_store.encoder_fingerprint`). A lookup therefore hits only where the
-same encoder would see exactly the same copies: any catalogue sharing the tools (the six ToolBench groups
+same encoder would see exactly the same copies: any catalog sharing the tools (the six ToolBench groups
 share one corpus) reads them, and a changed document, query, ``n_queries`` or ``expansion`` misses and
 is encoded. Files: ``<root>/<name>.npz`` with ``keys``, ``vectors`` (float32), ``tool_ids`` and
 ``meta`` (JSON: fingerprint, encoder, dataset, settings). Written atomically by

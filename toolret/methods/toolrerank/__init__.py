@@ -10,7 +10,7 @@ Its :data:`METHOD` (see :mod:`toolret.registry`) holds:
   retriever that mined the training negatives and fed the dev grid; ``--set toolrerank.first_stage=bm25``
   changes all three);
 - the ``toolrerank:`` params section (:class:`config.ToolRerankSection`) and its stages: training on each
-  catalogue of ``toolrerank.train_datasets`` (costly; the artifacts are kept in git; ``train_dataset`` picks
+  catalog of ``toolrerank.train_datasets`` (costly; the artifacts are kept in git; ``train_dataset`` picks
   the one the pipelines read), and on every dataset of
   ``toolrerank_datasets`` the ``toolrerank`` pipeline's index / evaluation and the evaluation grid
   (``toolrerank.ablations``, costly: ``make paper``);
@@ -99,7 +99,7 @@ def _separation_arguments(parser) -> None:
 
 def _grid_arguments(parser) -> None:
     parser.add_argument("--artifact", required=True, help="a ToolRerank artifact, e.g. data/models/<name>/toolrerank")
-    parser.add_argument("--split", default="dev", help="the catalogue split whose queries select (never a test split "
+    parser.add_argument("--split", default="dev", help="the catalog split whose queries select (never a test split "
                         "of a benchmark; a dev selection keeps its queries as `test`)")
     parser.add_argument("--queries", type=int, default=300, help="queries sampled (seeded; 0: all)")
     parser.add_argument("--seed", type=int, default=13)
@@ -116,14 +116,14 @@ _GRID_DEPS = (_ARTIFACT, "data/generations/${reinvoke.llm_model}/reinvoke-intent
 
 def _first_stage_models(params) -> tuple[str, ...]:
     """The dense-ft models the first stage (hybrid-ft) reads on the evaluated datasets (their ``trained_on``),
-    with the catalogues they were trained on."""
+    with the catalogs they were trained on."""
     return tuple(dict.fromkeys(p for d in params.toolrerank_datasets for p in dense_ft_deps(params, d)))
 
 
 def _row_artifacts(rows) -> tuple[str, ...]:
     """The other rerankers a grid's rows read: a row setting ``toolrerank.artifact`` (an ablation trained with
     other settings) reads that folder, one setting ``toolrerank.train_dataset`` (the filtering and out-of-domain
-    ablations) that catalogue's."""
+    ablations) that catalog's."""
     paths = (r.set["toolrerank.artifact"] if "toolrerank.artifact" in r.set
              else model_dep(r.set["toolrerank.train_dataset"], "toolrerank")
              for r in rows.values() if "toolrerank.artifact" in r.set or "toolrerank.train_dataset" in r.set)
@@ -140,8 +140,8 @@ def _dev_selection_models(params) -> tuple[str, ...]:
 
 
 def _training_first_stage(params, item: str) -> tuple[str, ...]:
-    """The dense-ft a training catalogue's first stage mines hard negatives with (its ``trained_on`` entry: a
-    filtered catalogue reads the unfiltered one's, and that catalogue)."""
+    """The dense-ft a training catalog's first stage mines hard negatives with (its ``trained_on`` entry: a
+    filtered catalog reads the unfiltered one's, and that catalog)."""
     return dense_ft_deps(params, item)
 
 
@@ -176,14 +176,14 @@ METHOD = register_method(Method(
                     run="toolret.methods.toolrerank.diagnostics:separation_command",
                     arguments=_separation_arguments, source=True),
          CliCommand("toolrerank-grid",
-                    "select a trained ToolRerank artifact's m_s/m_u/tau_s/tau_m/n and fusion weight on a catalogue's "
+                    "select a trained ToolRerank artifact's m_s/m_u/tau_s/tau_m/n and fusion weight on a catalog's "
                     "split (paper Table 2), beside the setting it selected on its own dev split",
                     run="toolret.methods.toolrerank.training:grid_command", arguments=_grid_arguments, source=True)),
     stages=(
         StageTemplate(
             name="toolrerank_train", order=32, costly=True, trains=True, foreach="${toolrerank.train_datasets}",
             only_if="toolrerank.train_datasets",
-            desc="ToolRerank artifact of one training catalogue: cross-encoder trained on its train split (gold + "
+            desc="ToolRerank artifact of one training catalog: cross-encoder trained on its train split (gold + "
                  "first-stage hard negatives + in-batch or random negatives), query-type classifier, "
                  "m_s/m_u/tau_s/tau_m/n selected on its dev split",
             cmd="toolret fit --method toolrerank-ce --catalog data/curated/${key} --out data/models/${key}/toolrerank "
@@ -209,7 +209,7 @@ METHOD = register_method(Method(
         ),
         StageTemplate(
             name="toolrerank_dev_selection", order=33, costly=True, only_if="toolrerank.dev_selection_dataset",
-            desc="ToolRerank's dev selection on a dev catalogue shaped like the target (toolrerank.dev_selection "
+            desc="ToolRerank's dev selection on a dev catalog shaped like the target (toolrerank.dev_selection "
                  "rows: score_views, at the artifact's dev-selected settings; never a test split)",
             cmd="toolret evaluate-grid --catalog data/curated/${toolrerank.dev_selection_dataset} --grid "
                 "toolrerank.dev_selection --out data/runs/${toolrerank.dev_selection_dataset}/toolrerank-dev-selection",

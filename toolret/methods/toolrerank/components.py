@@ -6,7 +6,7 @@
 
 Both read the trained artifact (``data/models/<train dataset>/toolrerank``); ``fit`` (and, when the
 artifact is still absent, the first ``rerank``) trains it through the builder's ``trainer``. ``index``
-keeps the library (documents + hierarchy from the catalogue's tool records). A saved component holds
+keeps the library (documents + hierarchy from the catalog's tool records). A saved component holds
 its config, the artifact path, the tool records and the document embeddings of Alg. 2.
 """
 
@@ -158,7 +158,7 @@ class ToolRerankReranker:
             return [mode] * len(queries)
         if mode == "oracle":
             if self.oracle is None:
-                raise CatalogError(f"{self.name}: hierarchy 'oracle' needs the catalogue's gold query types")
+                raise CatalogError(f"{self.name}: hierarchy 'oracle' needs the catalog's gold query types")
             missing = [q for q in queries if q not in self.oracle]
             if missing:
                 raise CatalogError(f"{self.name}: no gold query type for query {missing[0]!r} (oracle mode)")

@@ -2,7 +2,7 @@
 
 Two kinds of settings:
 
-- training (what the artifact ``data/models/<train_dataset>/toolrerank`` is): the training catalogue, the
+- training (what the artifact ``data/models/<train_dataset>/toolrerank`` is): the training catalog, the
   base model of the cross-encoder, the first stage that mines hard negatives, the (reduced) amount of
   training data, the trainer's hyperparameters, the dev-split grid;
 - inference: ``m_s``, ``m_u``, ``tau_s``, ``tau_m``, ``n`` (``None`` = the values the dev grid selected,
@@ -63,7 +63,7 @@ class TrainingConfig(LoraSettings):
     """What the trained artifact depends on (its folder is keyed by the training dataset). ``method: lora``
     trains a LoRA adapter over ``base_model`` plus the new head (a ~3 MB artifact kept in git)."""
 
-    train_dataset: str | None = None  # a dataset name or BEIR folder (params.yaml); None: the evaluated catalogue
+    train_dataset: str | None = None  # a dataset name or BEIR folder (params.yaml); None: the evaluated catalog
     base_model: str = "all-MiniLM-L6-v2"  # a packaged encoder name or a local model folder; new 1-logit head
     first_stage: str = "dense"  # the retriever component that mines hard negatives and feeds the dev grid
     max_length: int = Field(64, ge=16)  # query + document tokens seen by the cross-encoder
@@ -81,11 +81,11 @@ class TrainingConfig(LoraSettings):
     warmup_ratio: float = 0.1
     classifier_queries: int = Field(0, ge=0)  # training queries for the query-type classifier (0 = all)
     dev_queries: int = Field(0, ge=0)  # dev queries scored for the grid (0 = all of the dev split)
-    # other catalogues whose train splits are mixed into the cross-encoder's training (e.g. ToolLens into the
+    # other catalogs whose train splits are mixed into the cross-encoder's training (e.g. ToolLens into the
     # in-domain ToolBench data): ``mix_queries`` seeded queries of each, hard negatives mined by the same first
-    # stage over that catalogue's own documents; their gold APIs count as seen. The dev grid: train_dataset's dev split
+    # stage over that catalog's own documents; their gold APIs count as seen. The dev grid: train_dataset's dev split
     mix_datasets: list[str] = Field(default_factory=list)
-    mix_queries: int = Field(1000, ge=0)  # per mixed catalogue (0 = its whole train split)
+    mix_queries: int = Field(1000, ge=0)  # per mixed catalog (0 = its whole train split)
     seed: int = 13
     grid: GridConfig = Field(default_factory=GridConfig)
 
@@ -94,7 +94,7 @@ class ToolRerankConfig(TrainingConfig):
     """Everything a ToolRerank / Rerank-m component reads."""
 
     # where the artifact lives (None: data/models/<train_dataset>/toolrerank): an ablation trained with other
-    # settings on the same catalogue (another first stage, a mixed-in catalogue) sits elsewhere; not part of its key
+    # settings on the same catalog (another first stage, a mixed-in catalog) sits elsewhere; not part of its key
     artifact: str | None = None
     candidates: int = Field(50, ge=1)  # first-stage depth the reranker asks for (>= every m)
     m_s: int | None = None  # None: the dev-selected value in the artifact
@@ -139,14 +139,14 @@ class ToolRerankSection(ToolRerankConfig, ComponentSection):
     """``params.yaml: toolrerank``: the component settings plus the ablation grid (``toolret evaluate-grid
     --grid toolrerank.ablations``) and which rows the report pairs against."""
 
-    # the training catalogues a reranker is trained on (stage toolrerank_train@<name> -> data/models/<name>/toolrerank,
+    # the training catalogs a reranker is trained on (stage toolrerank_train@<name> -> data/models/<name>/toolrerank,
     # each over its own dense-ft); `train_dataset` chooses the artifact the pipelines read
     train_datasets: list[str] = Field(default_factory=list)
     ablations: dict[str, GridVariant] = Field(default_factory=dict)
-    # rows run on a dev catalogue that resembles the target (e.g. a training catalogue's multi-API dev requests,
+    # rows run on a dev catalog that resembles the target (e.g. a training catalog's multi-API dev requests,
     # `toolret catalog select`) to choose what the artifact's query-only dev grid cannot: score_views
     dev_selection: dict[str, GridVariant] = Field(default_factory=dict)
-    dev_selection_dataset: str | None = None  # the catalogue the dev_selection rows run on (stage toolrerank_dev_selection)
+    dev_selection_dataset: str | None = None  # the catalog the dev_selection rows run on (stage toolrerank_dev_selection)
     paper_columns: dict[str, str] = Field(default_factory=dict)  # dataset -> paper Table 3 column (I1-Inst ...)
 
 

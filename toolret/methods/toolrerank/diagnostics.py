@@ -92,7 +92,7 @@ def diagnose(catalog, artifact: str | Path, params, n_queries: int = 200, seed: 
 
 
 def separation_command(args, params, catalog) -> None:
-    """``toolret reranker-separation``: :func:`diagnose` of ``--artifact`` on the catalogue, JSON on stdout."""
+    """``toolret reranker-separation``: :func:`diagnose` of ``--artifact`` on the catalog, JSON on stdout."""
     import json
 
     print(json.dumps(diagnose(catalog, args.artifact, params, args.queries, args.seed)))

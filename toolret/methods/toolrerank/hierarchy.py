@@ -1,7 +1,7 @@
-"""The tool hierarchy ToolRerank reads (category -> tool -> API, from the catalogue model) and seen/unseen.
+"""The tool hierarchy ToolRerank reads (category -> tool -> API, from the catalog model) and seen/unseen.
 
-Catalogues name the same API differently (ToolLens ids are corpus numbers, ToolBench ids are
-``tool::api``), so an API is identified across catalogues by its place in the hierarchy: the
+Catalogs name the same API differently (ToolLens ids are corpus numbers, ToolBench ids are
+``tool::api``), so an API is identified across catalogs by its place in the hierarchy: the
 (parent tool name, API name) pair of :class:`toolret.catalog.model.Tool`, whitespace-collapsed and
 case-folded. A tool record without a parent tool is its own tool.
 
@@ -25,12 +25,12 @@ def _norm(text: str | None) -> str:
 
 
 def parent_tool(tool: Tool) -> str:
-    """The tool an API belongs to (normalised); the API itself where the catalogue has no hierarchy."""
+    """The tool an API belongs to (normalised); the API itself where the catalog has no hierarchy."""
     return _norm(tool.tool or tool.name)
 
 
 def api_key(tool: Tool) -> tuple[str, str]:
-    """Catalogue-independent identity of an API: (parent tool, API name), normalised."""
+    """Catalog-independent identity of an API: (parent tool, API name), normalised."""
     return parent_tool(tool), _norm(tool.name)
 
 

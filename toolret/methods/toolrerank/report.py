@@ -2,7 +2,7 @@
 
 Reads ``<runs>/<ds>/toolrerank-ablations/summary.json`` and the rows' ``*.per_query.jsonl`` (written by ``toolret
 evaluate-grid --grid toolrerank.ablations``), the artifact's ``seen.json`` / ``toolrerank.json`` and the
-catalogues (for each query's gold APIs and type). Which column of the paper a dataset is compared with
+catalogs (for each query's gold APIs and type). Which column of the paper a dataset is compared with
 is ``params.toolrerank.paper_columns``, the paper's numbers ``results/matrix/toolrerank.yaml: papers`` (no dataset names or
 paper numbers here; :mod:`toolret.grid_report`). Writes:
 
@@ -40,7 +40,7 @@ ABLATIONS = [("toolrerank_paper", "reranked order alone (ce_weight 1.0, the pape
              ("generator_1_5b", "single-API training queries by the 1.5B generator (multi-API: the 0.5B's)"),
              *((f"generator_1_5b_rerank-{m}", f"Rerank-{m} with the 1.5B-trained cross-encoder (vs Rerank-{m})")
                for m in (10, 30, 50)),
-             ("not_composed", "no composed requests in training (the filtered catalogue alone)"),
+             ("not_composed", "no composed requests in training (the filtered catalog alone)"),
              ("not_composed_intent_views", "no composed requests, scoring the intents (vs no composed requests)"),
              ("unfiltered", "no composed requests, training queries not filtered (vs no composed requests)"),
              ("unfiltered_intent_views", "no composed requests, not filtered, intents (vs the same, filtered)"),

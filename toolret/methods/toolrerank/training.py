@@ -1,4 +1,4 @@
-"""Train the ToolRerank artifact on a catalogue's train split; select its hyperparameters on the dev split.
+"""Train the ToolRerank artifact on a catalog's train split; select its hyperparameters on the dev split.
 
 Artifact ``data/models/<train dataset>/toolrerank/`` (written atomically)::
 
@@ -70,9 +70,9 @@ def _work_dir(out_dir: Path, config: ToolRerankConfig, catalog: Catalog) -> Path
 
 
 def committed_key(work: Path, train: list, catalog: Catalog, documents: list[str]) -> str:
-    """The key of a cross-encoder training's committed checkpoint: its work folder's (settings, catalogue name
+    """The key of a cross-encoder training's committed checkpoint: its work folder's (settings, catalog name
     and size) and the content it trains on (the sampled training queries, their gold tools, the documents), so
-    that a checkpoint of a rebuilt catalogue is never resumed."""
+    that a checkpoint of a rebuilt catalog is never resumed."""
     from toolret.artifact_key import fingerprint
 
     data = {"train": [[q.id, q.text, sorted(catalog.gold(q.id))] for q in train], "documents": documents}
@@ -100,10 +100,10 @@ def library(tools, seen):
                    seen_tools=set(seen.tools), by_tool=apis_by_tool(tools))
 
 
-def _resolved(section, catalogue: str):
-    """A section as it applies to one training catalogue (``finetune.datasets``): other catalogues' settings do not
+def _resolved(section, catalog: str):
+    """A section as it applies to one training catalog (``finetune.datasets``): other catalogs' settings do not
     enter the key."""
-    return section.for_dataset(catalogue) if hasattr(section, "for_dataset") else section
+    return section.for_dataset(catalog) if hasattr(section, "for_dataset") else section
 
 
 def artifact_key(config: ToolRerankConfig, params: CoreParams, train_dataset: str) -> dict[str, Any]:
@@ -118,8 +118,8 @@ def artifact_key(config: ToolRerankConfig, params: CoreParams, train_dataset: st
         del training["mix_datasets"], training["mix_queries"]
     if training["grid"].get("ce_weight") == [1.0]:  # no fusion searched: the key of artifacts made before it
         training["grid"] = {k: v for k, v in training["grid"].items() if k != "ce_weight"}
-    dense_ft_catalogue = params.trained_on.get(train_dataset, train_dataset)  # the first stage's dense-ft's
-    sections = {s: _resolved(getattr(params, s), dense_ft_catalogue).to_dict()
+    dense_ft_catalog = params.trained_on.get(train_dataset, train_dataset)  # the first stage's dense-ft's
+    sections = {s: _resolved(getattr(params, s), dense_ft_catalog).to_dict()
                 for s in component(config.first_stage).sections if hasattr(params, s)}
     stage = {"component": config.first_stage, "sections": sections}
     return make_key("toolrerank", training, {"dataset": train_dataset, "catalog": params.catalog.to_dict()},
@@ -150,7 +150,7 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
     documents = catalog.docs(docs)
     retriever = first_stage(catalog, config, params, docs)
 
-    mixed = _mixed_catalogues(config, params)
+    mixed = _mixed_catalogs(config, params)
 
     # 1. the cross-encoder
     model_dir = work / "model"
@@ -181,7 +181,7 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
 
     # 3. the dev grid on cached cross-encoder scores
     seen = SeenSet.from_queries(catalog, train, config.seen_level)
-    for mix, mix_train in mixed:  # the mixed catalogues' gold APIs were seen in training too
+    for mix, mix_train in mixed:  # the mixed catalogs' gold APIs were seen in training too
         seen = SeenSet(seen.apis | SeenSet.from_queries(mix, mix_train).apis, config.seen_level)
     scorer = CrossEncoderScorer(model_dir, config.max_length, config.batch_size_predict, config.device,
                                 config.score_cache, config.quantize)
@@ -201,7 +201,7 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
         (tmp / REPORT).write_text(json.dumps(report, indent=1), encoding="utf-8")
         from toolret.artifact_key import write_key
 
-        # the training data as `toolrerank.train_dataset` names it (a catalogue folder's path, not the name inside
+        # the training data as `toolrerank.train_dataset` names it (a catalog folder's path, not the name inside
         # it): the identity every build of the component checks (toolret.methods.toolrerank._build)
         write_key(tmp, artifact_key(config, params, config.train_dataset or catalog.name))
     shutil.rmtree(work, ignore_errors=True)
@@ -235,7 +235,7 @@ def select_on(queries, catalog: Catalog, retriever, scorer, classifier, seen, co
 
 def grid_command(args, params: CoreParams, catalog: Catalog) -> None:
     """``toolret toolrerank-grid``: :func:`select_on` for a trained ``--artifact`` on ``--queries`` seeded queries of
-    a catalogue's ``--split`` (a dev catalogue shaped like the target, never a benchmark's test split), beside the
+    a catalog's ``--split`` (a dev catalog shaped like the target, never a benchmark's test split), beside the
     setting the artifact selected on its own dev split; JSON on stdout."""
     from toolret.methods.toolrerank.classifier import QueryTypeClassifier
     from toolret.methods.toolrerank.crossencoder import CrossEncoderScorer
@@ -256,8 +256,8 @@ def grid_command(args, params: CoreParams, catalog: Catalog) -> None:
                       "artifact_selected": report["selected"], **search}))
 
 
-def _mixed_catalogues(config: ToolRerankConfig, params: CoreParams) -> list[tuple[Catalog, list]]:
-    """``(catalogue, its sampled training queries)`` for each of ``config.mix_datasets``."""
+def _mixed_catalogs(config: ToolRerankConfig, params: CoreParams) -> list[tuple[Catalog, list]]:
+    """``(catalog, its sampled training queries)`` for each of ``config.mix_datasets``."""
     from toolret.catalog.registry import load_dataset_for
 
     out = []

@@ -1,6 +1,6 @@
-"""The catalogue ``adapt`` learns from: its tools only (never its queries), checked, and fingerprinted.
+"""The catalog ``adapt`` learns from: its tools only (never its queries), checked, and fingerprinted.
 
-A catalogue's fingerprint is a function of its tools' ids and documents only; each tool's own fingerprint
+A catalog's fingerprint is a function of its tools' ids and documents only; each tool's own fingerprint
 (``tool_fingerprints``) lets a re-adapt tell added, removed and changed tools from unchanged ones.
 """
 
@@ -25,20 +25,20 @@ def tool_fingerprints(catalog: Catalog) -> dict[str, str]:
     return {t.id: tool_fingerprint(t) for t in catalog.tools}
 
 
-def catalogue_fingerprint(catalog: Catalog) -> str:
+def catalog_fingerprint(catalog: Catalog) -> str:
     """One sha256 over every tool's fingerprint (order-independent)."""
     joined = "\n".join(f"{i}\t{h}" for i, h in sorted(tool_fingerprints(catalog).items()))
     return hashlib.sha256(joined.encode("utf-8")).hexdigest()
 
 
 def check_tools(catalog: Catalog, where: str) -> None:
-    """Refuse an empty catalogue, duplicate tool ids and tools with an empty document (every offender listed).
+    """Refuse an empty catalog, duplicate tool ids and tools with an empty document (every offender listed).
 
     Raises:
         AdaptInputError: naming ``where`` and the offending ids.
     """
     if not catalog.tools:
-        raise AdaptInputError(f"{where}: the catalogue has no tools")
+        raise AdaptInputError(f"{where}: the catalog has no tools")
     dupes = sorted(i for i, n in Counter(t.id for t in catalog.tools).items() if n > 1)
     if dupes:
         raise AdaptInputError(f"{where}: duplicate tool ids: {', '.join(map(repr, dupes[:20]))}"
@@ -50,18 +50,18 @@ def check_tools(catalog: Catalog, where: str) -> None:
 
 
 def load_tools(path: str | Path) -> Catalog:
-    """The tools of the catalogue folder at ``path`` (a curated catalogue or any BEIR folder), its queries
+    """The tools of the catalog folder at ``path`` (a curated catalog or any BEIR folder), its queries
     and judgements dropped: ``adapt`` learns from tool documents alone."""
     from toolret.catalog.io import load_catalog
 
     path = Path(path)
     if not path.is_dir():
-        raise AdaptInputError(f"{path}: not a catalogue folder")
+        raise AdaptInputError(f"{path}: not a catalog folder")
     corpus = path / "corpus.jsonl"
     if not corpus.is_file():
-        raise AdaptInputError(f"{corpus}: missing (a catalogue folder holds corpus.jsonl)")
+        raise AdaptInputError(f"{corpus}: missing (a catalog folder holds corpus.jsonl)")
     if not corpus.read_text(encoding="utf-8").strip():
-        raise AdaptInputError(f"{corpus}: the catalogue has no tools")
+        raise AdaptInputError(f"{corpus}: the catalog has no tools")
     _check_raw_ids(corpus)
     catalog = load_catalog(path)
     check_tools(catalog, str(corpus))
@@ -91,5 +91,5 @@ def _check_raw_ids(corpus: Path) -> None:
                               f"{', '.join(map(repr, empty[:20]))}" + (" ..." if len(empty) > 20 else ""))
 
 
-__all__ = ["AdaptInputError", "catalogue_fingerprint", "check_tools", "load_tools", "tool_fingerprint",
+__all__ = ["AdaptInputError", "catalog_fingerprint", "check_tools", "load_tools", "tool_fingerprint",
            "tool_fingerprints"]
