@@ -215,8 +215,9 @@ def _foreach_value(t: StageTemplate, params: Any) -> Any:
         raise ValueError(f"stage {t.name!r}: item_deps / keep need foreach to name a params list, got {ref!r}")
     value = param_value(params, ref[2:-1]) or []
     keep = t.keep or (lambda _params, _item: True)
-    if isinstance(value, dict):
-        return {str(k): v for k, v in value.items() if keep(params, str(k))}
+    if isinstance(value, dict):  # written out literally: a model item as its plain mapping
+        return {str(k): v.model_dump(mode="json") if hasattr(v, "model_dump") else v for k, v in value.items()
+                if keep(params, str(k))}
     return [str(i) for i in value if keep(params, str(i))]
 
 

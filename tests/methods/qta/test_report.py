@@ -69,8 +69,15 @@ def test_the_synthetic_section_reports_each_benchmarks_grid_with_its_training_ca
     prefs = tmp_path / "data" / "qta" / "bench-syn"
     prefs.mkdir(parents=True)
     (prefs / "preferences.meta.json").write_text(json.dumps({"counts": {"records": 433, "pairs": 120, "ties": 313}}))
+    rewrites = [{"query_id": "q10", "text": "Songs of Queen | live", "rewrite": "list songs", "fallback": False},
+                {"query_id": "q2", "text": "Movies of 1999", "rewrite": "search movies of 1999", "fallback": False}]
+    (prefs / "bench.test-rewrites.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rewrites))
     lines, data = synthetic_sections(tmp_path / "runs", params.qta)
     text = "\n".join(lines)
+    assert "0 of 2 copy the request" in text and "kept 1 of 2, dropped 1" in text
+    # sorted by query id as numbers sort (q2 before q10); a pipe in a request does not break the table
+    assert text.index("| Movies of 1999 | search movies of 1999 | 1999 | - |") < text.index(
+        "| Songs of Queen \\| live | list songs | - | Queen |")
     assert "### bench (trained on bench-syn)" in text and "other" not in text  # only what was evaluated
     assert "| qta_synthetic |" in text and "+0.100 | 0.012 |" in text and "4 / 90" in text
     assert "433 rounds, 120 pairs" in text and "m = 1 round(s) per request" in text

@@ -105,3 +105,16 @@ def test_cli_trains_on_the_synthetic_catalog_and_evaluates_every_benchmark_query
     assert result["dataset"] == "bench" and result["n_queries"] == 12  # not folded: every test query
     assert result["components"]["qta-syn"]["llm_outputs"] == 12
     assert not (proj / "data" / "models" / "bench" / "qta").exists()  # nothing trained on the benchmark
+
+
+def test_a_training_catalog_two_benchmarks_share_is_trained_by_one_stage_only():
+    import yaml
+
+    from toolret.stages import render_dvc_yaml
+
+    params = validate_params({"qta": {"synthetic": {"runs": {"bench": {"catalog": "bench-synthetic", "docs": "human"},
+                                                             "other": {"catalog": "bench-synthetic"}},
+                                                    "set": {"m": 1}}}})
+    stages = yaml.safe_load(render_dvc_yaml(params))["stages"]
+    assert stages["qta_synthetic"]["foreach"] == {"bench": {"catalog": "bench-synthetic", "docs": "human"}}
+    assert stages["qta_synthetic_evaluate"]["foreach"] == "${qta.synthetic.runs}"  # both benchmarks evaluated

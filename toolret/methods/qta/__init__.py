@@ -81,6 +81,13 @@ def _build_synthetic(ctx: BuildContext):
                        dense_config=ctx.params.dense, frozen=not benchmark)
 
 
+def _trains_here(params, benchmark: str) -> bool:
+    """A training catalogue several benchmarks use (one benchmark's adapter on another: the cross-dataset
+    protocol) is trained once, by the first benchmark naming it."""
+    synthetic = params.qta.synthetic
+    return synthetic.benchmark_of(synthetic.runs[benchmark].catalog) == benchmark
+
+
 _RUN = "--catalog data/curated/${item.dataset} --set catalog.folds=${item.folds} --set catalog.fold=${item.fold}"
 
 METHOD = register_method(Method(
@@ -135,20 +142,22 @@ METHOD = register_method(Method(
                  "(rank rewards from frozen dense) and the LoRA adapter trained on it",
             cmd="toolret fit --method qta-syn --catalog data/curated/${item.catalog} --out data/models/${item.catalog}/qta",
             entry="toolret.cli:cmd_fit", components=("qta-syn+dense",), deps=("data/curated/${item.catalog}",),
-            params=("qta", "dense", "catalog"),
+            params=("qta", "dense", "catalog"), keep=_trains_here,
             outs=in_git("data/models/${item.catalog}/qta", "data/qta/${item.catalog}/preferences.jsonl",
                         "data/qta/${item.catalog}/preferences.meta.json"),
         ),
         StageTemplate(
             name="qta_synthetic_evaluate", order=63, foreach="${qta.synthetic.runs}",
             desc="QTA trained on synthetic requests, evaluated on every test query of the benchmark "
-                 "(qta.synthetic.grid, paired tests vs dense)",
+                 "(qta.synthetic.grid, paired tests vs dense), and its test rewrites (what the report's change table reads)",
             cmd="toolret evaluate-grid --catalog data/curated/${key} --grid qta.synthetic.grid --docs ${item.docs} "
-                "--out data/runs/${key}/qta-synthetic",
+                "--out data/runs/${key}/qta-synthetic && toolret rewrite --method qta-syn --catalog data/curated/${key} "
+                "--split test --out data/qta/${item.catalog}/${key}.test-rewrites.jsonl",
             entry="toolret.cli:cmd_evaluate_grid", components=("qta-syn", "dense"),
             deps=("data/curated/${key}", "data/models/${item.catalog}/qta"),
             params=("qta", "dense", "catalog", "evaluation"),
-            outs=("data/runs/${key}/qta-synthetic",),
+            outs=("data/runs/${key}/qta-synthetic", *in_git("data/qta/${item.catalog}/${key}.test-rewrites.jsonl",
+                                                            "data/qta/${item.catalog}/${key}.test-rewrites.meta.json")),
         ),
     ),
     report="toolret.methods.qta.report:write_report",

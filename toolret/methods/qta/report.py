@@ -159,6 +159,30 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, note
     return write_report_file(out, body, {**data, **data_pooled, **data_synthetic}, notes)
 
 
+def change_section(rewrites: Path, sample: int = 8) -> tuple[list[str], dict[str, Any] | None]:
+    """What the rewriter changes in the test requests (``toolret rewrite`` output): counts over all of them and
+    the first ``sample`` (by query id) with the constraints kept and dropped (:mod:`toolret.methods.qta.changes`)."""
+    from toolret.jsonl_artifacts import read_jsonl
+    from toolret.methods.qta.changes import change_counts, change_rows
+
+    if not rewrites.is_file():
+        return [], None
+    rows = sorted(read_jsonl(rewrites), key=lambda r: (len(str(r["query_id"])), str(r["query_id"])))
+    counts = change_counts(rows)
+    sample_rows = change_rows(rows, sample)
+    lines = [f"Test rewrites: {counts['copies']} of {counts['rewrites']} copy the request, {counts['fallbacks']} "
+             f"fall back to it; constraints (numbers, quoted strings, names) kept {counts['kept']} of "
+             f"{counts['constraints']}, dropped {counts['dropped']} (in {counts['with_constraints']} requests).", "",
+             "| request | rewrite | kept | dropped |", "|---|---|---|---|"]
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines += [f"| {cell(r['request'])} | {cell(r['rewrite'])} | {', '.join(r['kept']) or '-'} | "
+              f"{', '.join(r['dropped']) or '-'} |" for r in sample_rows]
+    return lines + [""], {"counts": counts, "sample": sample_rows}
+
+
 def synthetic_sections(runs: Path, section) -> tuple[list[str], dict[str, Any]]:
     """``qta.synthetic``: per benchmark, the grid on every test query (``<runs>/<benchmark>/qta-synthetic``) of the
     rewriter trained on its synthetic training catalog, with that catalog's preference data and adapter."""
@@ -171,7 +195,8 @@ def synthetic_sections(runs: Path, section) -> tuple[list[str], dict[str, Any]]:
             continue
         sec, d = grid_section(f"### {bench} (trained on {run.catalog})", grid, data_dir() / "qta" / run.catalog,
                               data_dir() / "models" / run.catalog / "qta")
-        lines += sec
+        changes, d["changes"] = change_section(data_dir() / "qta" / run.catalog / f"{bench}.test-rewrites.jsonl")
+        lines += sec + changes
         data[bench] = d
     if not lines:
         return [], {}
@@ -186,4 +211,4 @@ def synthetic_sections(runs: Path, section) -> tuple[list[str], dict[str, Any]]:
     return head + lines, {"synthetic": data}
 
 
-__all__ = ["grid_section", "pooled_rows", "run_section", "synthetic_sections", "write_report"]
+__all__ = ["change_section", "grid_section", "pooled_rows", "run_section", "synthetic_sections", "write_report"]
