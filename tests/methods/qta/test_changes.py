@@ -12,6 +12,11 @@ def test_constraints_are_numbers_quotes_and_names_not_the_sentence_start():
     assert constraints('Give me the top 5 songs of "Abbey Road" by The Beatles') == ["5", "Abbey Road", "The Beatles"]
     assert constraints("I need a review for Breaking Bad") == ["Breaking Bad"]  # "I" is no constraint
     assert constraints("show me some popular movies") == []
+    # apostrophes are no quotes, and the speaker is no name
+    assert constraints("I'm a Leo, and I would like to know more about users' requests") == ["Leo"]
+    assert constraints("I'm watching The Last Of Us and I need more") == ["The Last Of Us"]
+    # every sentence starts with a capital; a name does not run across a sentence end
+    assert constraints("Can you check ABC Flights? It is on Broadway. Which gate?") == ["ABC Flights", "Broadway"]
 
 
 def test_kept_and_dropped_are_case_insensitive_matches_in_the_rewrite():

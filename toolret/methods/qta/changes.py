@@ -14,22 +14,25 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 _NUMBER = re.compile(r"(?:\b[A-Za-z]+-)?\d+(?:[.,]\d+)*")
-_QUOTED = re.compile(r"\"([^\"]+)\"|'([^']{2,})'")
-_CAPITALISED = re.compile(r"\b[A-Z][\w'&.-]*(?:\s+(?:of|the|and|de|la|&)?\s*[A-Z][\w'&.-]*)*")
+_QUOTED = re.compile(r"\"([^\"]+)\"|(?<!\w)'([^']{2,})'(?!\w)")  # an apostrophe (I'm, users') is no quote
+_WORD = r"[A-Z](?:[\w&-]|'(?=\w)|\.(?=\w))*"  # a capitalised word; an apostrophe or a dot only inside it
+_CAPITALISED = re.compile(rf"\b{_WORD}(?:\s+(?:(?:of|the|and|de|la|&)\s+)?{_WORD})*")
 
 
 def constraints(request: str) -> list[str]:
     """The request's constraints, in order of appearance, each once."""
     found: list[tuple[int, str]] = [(m.start(), m.group(0)) for m in _NUMBER.finditer(request)]
     found += [(m.start(), m.group(1) or m.group(2)) for m in _QUOTED.finditer(request)]
-    first = re.match(r"\s*\S+", request)
-    first_end = first.end() if first else 0
-    for m in _CAPITALISED.finditer(request):
-        text = m.group(0).strip()
-        if m.start() < first_end:  # the request's first word is capitalised as a sentence start: drop it
-            text = re.sub(r"^(?:(?:of|the|and|de|la|&)\s+)*", "", text.split(None, 1)[1]) if " " in text else ""
-        if text and not (len(text) == 1 or text in {"I"}):
-            found.append((m.start(), text))
+    for sentence in re.finditer(r"[^.?!]+(?:[.?!]+(?=\s|$)|$)|[.?!]+", request):  # each sentence's first word is
+        first = re.match(r"\s*\S+", sentence.group(0))                         # capitalised as a sentence start
+        first_end = sentence.start() + (first.end() if first else 0)
+        for m in _CAPITALISED.finditer(sentence.group(0)):
+            text, at = m.group(0).strip(), sentence.start() + m.start()
+            if at < first_end:  # drop the sentence's first word
+                text = re.sub(r"^(?:(?:of|the|and|de|la|&)\s+)*", "", text.split(None, 1)[1]) if " " in text else ""
+            text = re.sub(r"(?:\s+(?:of|the|and|de|la|&))*\s+I(?:'\w+)?$", "", text)  # "... and I" is no name
+            if text and len(text) > 1 and not re.fullmatch(r"I'\w+", text):  # nor I'm / I've
+                found.append((at, text))
     seen: dict[str, None] = {}
     for _, text in sorted(found):
         if not any(text.lower() in other.lower() for other in seen if other != text):
