@@ -82,7 +82,7 @@ def _build_synthetic(ctx: BuildContext):
 
 
 def _trains_here(params, benchmark: str) -> bool:
-    """A training catalogue several benchmarks use (one benchmark's adapter on another: the cross-dataset
+    """A training catalog several benchmarks use (one benchmark's adapter on another: the cross-dataset
     protocol) is trained once, by the first benchmark naming it."""
     synthetic = params.qta.synthetic
     return synthetic.benchmark_of(synthetic.runs[benchmark].catalog) == benchmark
