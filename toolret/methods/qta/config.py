@@ -69,7 +69,7 @@ class QTAConfig(StrictModel):
         pair_rule: which DPO pair each preference round yields (``preferences.choose_pair``).
         search: ``rewrite`` searches the rewrite alone; ``query_and_rewrite`` fuses both rankings (RRF).
         bf16: DPO under bfloat16 autocast (CPUs with AMX / bf16 units, GPUs): the same model and data, about
-            2.1x less time per DPO step on a 2-core AMX CPU (35.1 vs 16.6 s, ``benchmarks/qta_dpo_step.py``).
+            2x less time per DPO step on a 2-core AMX CPU (``benchmarks/results/qta_dpo_step.json``).
     """
 
     s: int = Field(5, ge=1)
