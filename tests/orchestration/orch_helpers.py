@@ -78,9 +78,12 @@ def fixture_params(source_dir: Path, methods: list[str], finetune: bool) -> dict
 
     for t in stage_templates():  # ... and every other list a stage iterates over (e.g. qta.runs)
         if t.foreach and t.foreach.startswith("${") and "." in t.foreach:
-            section, _, key = t.foreach[2:-1].partition(".")
-            if isinstance(params.get(section), dict) and key in params[section]:
-                params[section][key] = type(params[section][key])()
+            *path, key = t.foreach[2:-1].split(".")  # e.g. qta.runs, qta.synthetic.runs
+            holder = params
+            for part in path:
+                holder = holder.get(part) if isinstance(holder, dict) else None
+            if isinstance(holder, dict) and key in holder:
+                holder[key] = type(holder[key])()
         if t.only_if and "." in t.only_if:  # ... and every setting that switches a stage on (a dataset name)
             section, _, key = t.only_if.partition(".")
             if isinstance(params.get(section), dict) and isinstance(params[section].get(key), str):
