@@ -8,7 +8,6 @@ import json
 import pytest
 
 from toolret.catalog.cleanup import (
-    ToolFields,
     clean_catalog,
     clean_text,
     cut_to_tokens,
@@ -20,7 +19,6 @@ from toolret.catalog.cleanup import (
     humanize_name,
     normalize_unicode,
     normalize_whitespace,
-    parse_toolbench_doc,
     remove_boilerplate,
     remove_urls,
     render_segments,
@@ -28,10 +26,11 @@ from toolret.catalog.cleanup import (
     strip_markup,
     synthesize_description,
     token_counter,
-    tool_fields,
+    token_counter,
 )
 from toolret.catalog.loaders.beir import load_beir
 from toolret.catalog.model import Catalog, Query, Tool
+from toolret.catalog.tool_fields import ToolFields
 
 WS = token_counter("whitespace")
 
@@ -114,33 +113,7 @@ def test_clean_text_counts_changed_steps():
     assert set(changed) == {"markup", "urls", "whitespace", "boilerplate", "duplicate_sentences"}
 
 
-# -- fields --------------------------------------------------------------------------------------
-
-TOOLBENCH = ('category_name:Movies, tool_name:Movie, TV, music search, api_name:Get Top 100, '
-             'api_description:Monthly top 100, with commas, required_params: [{"name": "q", "type": "STRING", '
-             '"description": "query"}], optional_params: [], return_schema: {"code": "str", "result": '
-             '[{"title": "str", "_list_length": 100}]}')
-
-
-def test_parse_toolbench_doc():
-    p = parse_toolbench_doc("Get Top 100: " + TOOLBENCH)  # a BEIR title prefix is ignored
-    assert p["category"] == "Movies" and p["tool_name"] == "Movie, TV, music search"
-    assert p["api_name"] == "Get Top 100" and p["api_description"] == "Monthly top 100, with commas"
-    assert p["required"] == [{"name": "q", "type": "STRING", "description": "query"}] and p["optional"] == []
-    assert p["return_schema"]["result"][0]["title"] == "str"
-    assert parse_toolbench_doc("just a plain description") is None
-
-
-def test_tool_fields_from_metadata_and_plain_text():
-    t = Tool(id="1", name="x", docs={"original": "ignored"}, metadata={
-        "api_name": "Latest", "api_description": "Latest state.", "tool_name": "colis", "category_name": "Logistics",
-        "required_parameters": [{"name": "colisId", "type": "string"}], "method": "GET",
-        "template_response": {"status": "str"}})
-    f = tool_fields(t)
-    assert (f.api_name, f.tool_name, f.category, f.method, f.structured) == ("Latest", "colis", "Logistics", "GET", True)
-    plain = tool_fields(Tool(id="2", name="PDFTool", docs={"original": "PDFTool: Summarise PDF files."}))
-    assert plain.api_name == "PDFTool" and plain.description == " Summarise PDF files." and not plain.structured
-
+# -- fields (read by Tool.fields: tests/catalog/test_tool_fields.py) ------------------------------
 
 def test_description_problem_and_synthesis():
     f = ToolFields(api_name="getUserInfo", description="", tool_name="Acme Users",

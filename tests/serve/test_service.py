@@ -12,7 +12,8 @@ import pytest
 from serve_helpers import build_index
 
 from toolret.catalog.model import Tool
-from toolret.catalog.tool_records import parse_toolbench_document, tool_record
+from toolret.catalog.tool_fields import parse_toolbench_document
+from toolret.catalog.tool_records import tool_record
 
 pytestmark = pytest.mark.integration
 
@@ -71,7 +72,8 @@ def test_toolbench_document_gives_name_description_and_schema():
            'volume., required_params: [{"name": "symbol", "type": "STRING", "description": "Ticker"}], '
            'optional_params: [{"name": "days", "type": "NUMBER", "description": "", "default": 5}, '
            '{"name": "", "type": "STRING"}], return_schema: {"price": "float"}')
-    assert parse_toolbench_document(doc)[:2] == ("Stock Quote", "Price, change, volume.")
+    parsed = parse_toolbench_document(doc)
+    assert (parsed.api_name, parsed.description) == ("Stock Quote", "Price, change, volume.")
     r = tool_record(Tool(id="MarketPulse::Stock Quote", name="Stock Quote", docs={"original": doc},
                          tool="MarketPulse", category="Finance"))
     assert r == {"id": "MarketPulse::Stock Quote", "name": "Stock Quote", "tool": "MarketPulse",

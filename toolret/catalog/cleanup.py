@@ -5,9 +5,9 @@ corrupted entries (errors, blanks), redundancy, and large length disparities, br
 "to a range near the median count of original tokens". :func:`clean_catalog` is our automatic,
 reproducible version of that workflow. For each tool it
 
-1. parses the document into fields (ToolBench/ToolLens strings ``category_name:..., tool_name:...,
-   api_name:..., api_description:..., required_params: [...], optional_params: [...],
-   return_schema: {...}``; ToolBench ``api_list`` keys in ``Tool.metadata``; else plain text),
+1. reads the tool's fields (``Tool.fields``, :mod:`toolret.catalog.tool_fields`: a ToolBench/ToolLens
+   document ``category_name:..., api_name:..., api_description:..., required_params: [...], ...``,
+   ToolBench ``api_list`` keys in ``Tool.metadata``, else plain text),
 2. normalises text: Unicode NFKC and mojibake repair (:func:`normalize_unicode`), HTML and markdown
    markup (:func:`strip_markup`), URLs and e-mail addresses (:func:`remove_urls`), boilerplate
    sentences and "This API ..." openers (:func:`remove_boilerplate`), whitespace
@@ -35,16 +35,16 @@ Example:
 from __future__ import annotations
 
 import html
-import json
 import re
 import statistics
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from toolret.catalog.model import Catalog, Tool
+from toolret.catalog.tool_fields import ToolFields
 
 CLEANUP_VERSION = 1
 
@@ -241,98 +241,8 @@ def clean_text(text: str, changed: Counter | None = None) -> str:
     return text
 
 
+# 2. fields of a tool document: Tool.fields (toolret.catalog.tool_fields)
 # -------------------------------------------------------------------------------------------------
-# 2. fields of a tool document
-# -------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class ToolFields:
-    """The parts of a tool document cleanup works with."""
-
-    api_name: str
-    description: str
-    tool_name: str | None = None
-    category: str | None = None
-    required: list[dict[str, Any]] = field(default_factory=list)
-    optional: list[dict[str, Any]] = field(default_factory=list)
-    returns: Any = None
-    method: str | None = None
-    structured: bool = False  # parsed from a ToolBench-style string or metadata
-
-
-_TOOLBENCH = re.compile(
-    r"category_name:(?P<category>.*?), tool_name:(?P<tool>.*?), api_name:(?P<api>.*?), "
-    r"api_description:(?P<desc>.*), required_params:\s*(?P<req>\[.*?\]), optional_params:\s*(?P<opt>\[.*?\]), "
-    r"return_schema:\s*(?P<ret>.*)$", re.S)
-
-
-def _json_or_raw(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except (json.JSONDecodeError, ValueError):
-        return text.strip()
-
-
-def _param_list(value: Any) -> list[dict[str, Any]]:
-    if isinstance(value, str):
-        value = _json_or_raw(value)
-    if isinstance(value, dict):  # {"name": {...}} or a JSON-schema "properties" dict
-        value = [{"name": k, **(v if isinstance(v, dict) else {"description": str(v)})}
-                 for k, v in (value.get("properties", value)).items()]
-    if not isinstance(value, list):
-        return []
-    params = []
-    for p in value:
-        if isinstance(p, dict) and str(p.get("name") or "").strip():
-            params.append(p)
-        elif isinstance(p, str) and p.strip():
-            params.append({"name": p})
-    return params
-
-
-def parse_toolbench_doc(text: str) -> dict[str, Any] | None:
-    """Parse a ToolBench/ToolLens document string into its fields, or ``None`` if it is not one.
-
-    Any prefix before ``category_name:`` (e.g. a BEIR ``title: `` added by a loader) is ignored.
-    """
-    start = text.find("category_name:")
-    if start < 0:
-        return None
-    m = _TOOLBENCH.search(text, start)
-    if not m:
-        return None
-    return {"category": m["category"].strip(), "tool_name": m["tool"].strip(), "api_name": m["api"].strip(),
-            "api_description": m["desc"], "required": _param_list(m["req"]),
-            "optional": _param_list(m["opt"]), "return_schema": _json_or_raw(m["ret"])}
-
-
-def tool_fields(tool: Tool) -> ToolFields:
-    """Fields of ``tool``'s original document: ToolBench string, else ToolBench metadata, else text."""
-    text = tool.docs["original"]
-    parsed = parse_toolbench_doc(text)
-    md = tool.metadata or {}
-    if parsed is not None:
-        return ToolFields(api_name=parsed["api_name"] or tool.name, description=parsed["api_description"],
-                          tool_name=parsed["tool_name"] or tool.tool, category=parsed["category"] or tool.category,
-                          required=parsed["required"], optional=parsed["optional"],
-                          returns=parsed["return_schema"], method=md.get("method"), structured=True)
-    if "api_description" in md or "required_parameters" in md:
-        return ToolFields(api_name=str(md.get("api_name") or tool.name), description=str(md.get("api_description") or ""),
-                          tool_name=md.get("tool_name") or tool.tool, category=md.get("category_name") or tool.category,
-                          required=_param_list(md.get("required_parameters") or []),
-                          optional=_param_list(md.get("optional_parameters") or []),
-                          returns=md.get("template_response") or md.get("return_schema"),
-                          method=md.get("method"), structured=True)
-    name = tool.name if tool.name != tool.id else ""
-    description = text
-    for prefix in {name, tool.tool or ""} - {""}:  # the BEIR loader writes "title: text"
-        if description.startswith(prefix + ":"):
-            description = description[len(prefix) + 1:]
-            break
-    return ToolFields(api_name=name, description=description, tool_name=tool.tool, category=tool.category,
-                      required=_param_list(md.get("parameters") or md.get("required_parameters") or []),
-                      returns=md.get("return_schema") or md.get("template_response"), method=md.get("method"))
 
 
 # -------------------------------------------------------------------------------------------------
@@ -650,7 +560,7 @@ def clean_catalog(catalog: Catalog, tokenizer: Any = None, target_length: str | 
     structured = 0
     all_segments: list[list[Segment]] = []
     for tool in catalog.tools:
-        fields = tool_fields(tool)
+        fields = tool.fields
         structured += fields.structured
         description = clean_text(fields.description, desc_steps)
         problem = description_problem(description, fields)
@@ -733,5 +643,5 @@ def clean_catalog(catalog: Catalog, tokenizer: Any = None, target_length: str | 
 
 __all__ = ["clean_catalog", "clean_text", "normalize_unicode", "strip_markup", "remove_urls",
            "remove_boilerplate", "normalize_whitespace", "dedupe_sentences", "split_sentences",
-           "parse_toolbench_doc", "tool_fields", "description_problem", "synthesize_description",
-           "doc_segments", "fit_segments", "token_counter", "ToolFields", "Segment"]
+           "description_problem", "synthesize_description", "doc_segments", "fit_segments", "token_counter",
+           "Segment"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolret.catalog.tool_fields import ToolFields, tool_fields
 from toolret.errors import CatalogError
 
 DOC_VARIANTS = ("original", "cleaned", "human")
@@ -42,6 +43,9 @@ class Tool:
         tool: the parent tool (ToolBench ``tool_name``) where the source has a hierarchy, else ``name``.
         category: the parent category where the source has one.
         metadata: anything else the source carried (parameters, method ...), JSON-serialisable.
+
+    Its typed fields (``fields``: name, description, parent, category, parameters, ``input_schema``,
+    ``returns``) are read from ``docs["original"]`` and ``metadata`` by :mod:`toolret.catalog.tool_fields`.
     """
 
     id: str
@@ -54,6 +58,29 @@ class Tool:
     @property
     def text(self) -> str:
         return self.docs["original"]
+
+    @property
+    def fields(self) -> ToolFields:
+        """The tool field by field (:func:`toolret.catalog.tool_fields.tool_fields`): what cleanup renders
+        documents from and serving answers with."""
+        return tool_fields(self)
+
+    @property
+    def description(self) -> str:
+        return self.fields.description
+
+    @property
+    def input_schema(self) -> dict[str, Any] | None:
+        return self.fields.input_schema
+
+    @property
+    def returns(self) -> Any:
+        return self.fields.returns
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """What the source carried beyond the fields (``metadata``)."""
+        return self.metadata
 
 
 @dataclass

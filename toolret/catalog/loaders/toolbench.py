@@ -9,13 +9,13 @@ and ids over the 46,802-API tool environment.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Container
 from pathlib import Path
 from typing import Any
 
 from toolret.catalog.loaders._read import read_json, require_text
 from toolret.catalog.model import Catalog, Query, Tool
+from toolret.catalog.tool_fields import render_toolbench_document
 from toolret.errors import CatalogError
 from toolret.catalog.source import verify_files
 
@@ -32,14 +32,10 @@ def group_dataset_name(group: str, prefix: str = "toolbench-") -> str:
 
 
 def api_document(api: dict) -> str:
-    """ToolBench API rendered like ToolLens documents (the form COLT/ToolRet retrievers index)."""
-    return (
-        f"category_name:{api.get('category_name', '')}, tool_name:{api.get('tool_name', '')}, "
-        f"api_name:{api.get('api_name', '')}, api_description:{api.get('api_description') or ''}, "
-        f"required_params: {json.dumps(api.get('required_parameters') or [], ensure_ascii=False)}, "
-        f"optional_params: {json.dumps(api.get('optional_parameters') or [], ensure_ascii=False)}, "
-        f"return_schema: {json.dumps(api.get('template_response') or {}, ensure_ascii=False)}"
-    )
+    """A ToolBench ``api_list`` entry as its ToolBench-style document (the form COLT/ToolRet retrievers index)."""
+    return render_toolbench_document(api.get("category_name", ""), api.get("tool_name", ""), api.get("api_name", ""),
+                                     api.get("api_description") or "", api.get("required_parameters") or [],
+                                     api.get("optional_parameters") or [], api.get("template_response") or {})
 
 
 def tool_key(tool_name: str, api_name: str) -> str:
