@@ -22,9 +22,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolret.adapt import adapt as _adapt
+from toolret.adapt import resolve_index
 from toolret.catalog.model import Catalog, Tool
+from toolret.catalog.registry import load_dataset
+from toolret.catalog.tool_records import id_record
+from toolret.config import load_params
 from toolret.errors import ToolretError
-from toolret.evaluate_api import EvalResult, compare
+from toolret.evaluate_api import EvalResult, Run, compare
+from toolret.evaluate_api import evaluate as score_run
+from toolret.evaluation import qrels_from_catalog, rank_split
+from toolret.pipeline import Pipeline, build_pipeline
+from toolret.roles import Corpus
 
 
 @dataclass(frozen=True)
@@ -47,7 +56,6 @@ def load_catalog(path_or_name: str | Path, *, root: str | Path | None = None) ->
         from toolret.catalog.io import load_catalog as load_folder
 
         return load_folder(path_or_name)
-    from toolret.catalog.registry import load_dataset
 
     return load_dataset(str(path_or_name), root=root)
 
@@ -55,9 +63,6 @@ def load_catalog(path_or_name: str | Path, *, root: str | Path | None = None) ->
 def build(spec: str, catalog: Catalog, params: Any = None, *, docs: str = "original"):
     """The pipeline ``spec`` names (``bm25``, ``hybrid``, ``reinvoke-intents+dense`` ...) fitted on
     ``catalog`` and indexed on its ``docs`` variant; ``params`` default: the project's ``params.yaml``."""
-    from toolret.config import load_params
-    from toolret.pipeline import build_pipeline
-    from toolret.roles import Corpus
 
     params = params if params is not None else load_params()
     pipeline = build_pipeline(spec, catalog, params)
@@ -70,12 +75,9 @@ def evaluate(pipeline, catalog: Catalog, split: str = "test", ks: Sequence[int] 
              bootstrap_samples: int = 1000, seed: int = 13):
     """Score ``pipeline`` on ``catalog``'s ``split``: a :class:`toolret.evaluate_api.EvalResult` (means, 95%
     CIs, per-query values), ready for :func:`compare`."""
-    from toolret.evaluate_api import Run
-    from toolret.evaluate_api import evaluate as score
-    from toolret.evaluation import qrels_from_catalog, rank_split
 
     ranking = rank_split(pipeline, catalog, split, max(ks))
-    return score(Run.from_ranking(ranking), qrels_from_catalog(catalog, ranking.query_ids), ks=ks,
+    return score_run(Run.from_ranking(ranking), qrels_from_catalog(catalog, ranking.query_ids), ks=ks,
                  bootstrap_samples=bootstrap_samples, seed=seed)
 
 
@@ -94,10 +96,6 @@ class ToolSearcher:
 
     @classmethod
     def load(cls, ref: str | Path, *, tracking_uri: str | None = None) -> ToolSearcher:
-        from toolret.adapt import resolve_index
-        from toolret.pipeline import Pipeline
-        from toolret.catalog.tool_records import id_record
-
         pipeline = Pipeline.load(resolve_index(str(ref), tracking_uri))
         by_id = {r["id"]: r for r in pipeline.tool_records or []}
         return cls(pipeline, {t: by_id.get(t) or id_record(t) for t in pipeline.retriever.tool_ids})
@@ -129,7 +127,6 @@ class ToolSearcher:
 
 def adapt(catalog: str | Path, out: str | Path, **kwargs: Any) -> dict[str, Any]:
     """:func:`toolret.adapt.adapt`: a trained, selected, registered retriever for ``catalog``."""
-    from toolret.adapt import adapt as _adapt
 
     return _adapt(catalog, out, **kwargs)
 

@@ -18,6 +18,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from toolret.errors import ConfigError
+from toolret.jsonl_artifacts import read_jsonl
+from toolret.metrics import paired_test
+from toolret.paths import project_dir
 from toolret.report_file import write_report_file
 
 SUMMARY = "summary.json"
@@ -45,7 +49,6 @@ def per_query(run_dir: Path, row: str) -> dict[str, dict[str, Any]]:
     path = run_dir / f"{row}.per_query.jsonl"
     if not path.is_file():
         return {}
-    from toolret.jsonl_artifacts import read_jsonl
 
     return {r["query_id"]: r for r in read_jsonl(path) if r}
 
@@ -76,7 +79,6 @@ def paired(a: Mapping[str, Mapping[str, float]], b: Mapping[str, Mapping[str, fl
     """Paired randomization test of two rows' per-query values (queries both have), ``None`` if none."""
     import numpy as np
 
-    from toolret.metrics import paired_test
 
     qids = [q for q in a if q in b]
     if not qids:
@@ -107,8 +109,6 @@ def paper_numbers(method: str, root: str | Path | None = None) -> dict[str, dict
     table. A table that is not column -> mapping is an error naming the file and column."""
     import yaml
 
-    from toolret.errors import ConfigError
-    from toolret.paths import project_dir
 
     path = Path(root if root is not None else project_dir()) / "results" / "matrix" / f"{method}.yaml"
     if not path.is_file():

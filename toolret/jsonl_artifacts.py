@@ -15,6 +15,7 @@ from typing import Any
 
 from toolret.atomic import atomic_path, write_json
 from toolret.errors import CatalogError
+from toolret.evaluation import run_info_path
 
 
 def meta_path(path: str | Path) -> Path:
@@ -25,7 +26,6 @@ def meta_path(path: str | Path) -> Path:
 
 def write_jsonl(path: str | Path, records: Sequence[dict[str, Any]], meta: dict[str, Any] | None = None) -> Path:
     """``records`` (and ``meta``, less its ``run_info``) atomically; ``run_info`` to the run-info sidecar."""
-    from toolret.evaluation import run_info_path
 
     path = Path(path)
     with atomic_path(path) as tmp:

@@ -28,7 +28,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from toolret.atomic import atomic_directory
+from toolret.catalog.model import Tool
+from toolret.catalog.tool_records import TOOLS_FILE, catalog_summary, read_tools, tool_record, write_tools
 from toolret.errors import CatalogError
+from toolret.registry import BuildContext, build_component, load_component, parse_spec
 from toolret.retrieval.base import Ranking, default_query_ids
 from toolret.roles import Corpus, index_retriever
 
@@ -62,7 +65,6 @@ class Pipeline:
     # ---------------------------------------------------------------- learn / index
     def fit(self, catalog: Catalog) -> None:
         """Fit every component on the catalog (train split; dev split for selection)."""
-        from toolret.catalog.tool_records import catalog_summary
 
         for c in self.components:
             c.fit(catalog)
@@ -76,7 +78,6 @@ class Pipeline:
 
     def index_documents(self, tool_ids: Sequence[str], documents: Sequence[str]) -> None:
         """Index plain documents (no hierarchy: rerankers see each tool as its own parent)."""
-        from toolret.catalog.model import Tool
 
         tools = [Tool(id=t, name=t, docs={"original": d}) for t, d in zip(tool_ids, documents)]
         self.index(Corpus(list(tool_ids), list(documents), tools))
@@ -116,7 +117,6 @@ class Pipeline:
     def save(self, path: str | Path) -> None:
         """``path/pipeline.json`` + one sub-directory per component (each loadable on its own) + the tool
         records ``tools.jsonl`` (where the pipeline knows its tools: indexed here or loaded with them)."""
-        from toolret.catalog.tool_records import TOOLS_FILE, tool_record, write_tools
 
         if self._indexed_tools is not None:
             self.tool_records = [tool_record(t) for t in self._indexed_tools]
@@ -138,8 +138,6 @@ class Pipeline:
     def load(cls, path: str | Path) -> Pipeline:
         """A saved pipeline; its tool records and catalog summary where it was saved with them (an older
         index without ``tools.jsonl`` loads with ``tool_records = None``)."""
-        from toolret.registry import load_component
-        from toolret.catalog.tool_records import TOOLS_FILE, read_tools
 
         path = Path(path)
         meta_file = path / PIPELINE_FILE
@@ -157,7 +155,6 @@ class Pipeline:
 
 def build_pipeline(spec: str | PipelineSpec, catalog: Catalog, params: CoreParams, model: str | None = None) -> Pipeline:
     """The named / composed pipeline for ``catalog`` (unindexed; learned parts loaded or trained)."""
-    from toolret.registry import BuildContext, build_component, parse_spec
 
     spec = parse_spec(spec, params=params) if isinstance(spec, str) else spec
     if spec.settings:  # a registered pipeline's own params (NamedPipeline.settings)

@@ -33,8 +33,9 @@ import threading
 from pathlib import Path
 from typing import Any, Optional
 
+from toolret.errors import CatalogError, RequestError
+from toolret.serving.mcp_server import build_mcp_server
 from toolret.serving.service import Limits, SearchService
-from toolret.errors import RequestError
 
 log = logging.getLogger("toolret.serve")
 
@@ -166,7 +167,6 @@ def create_app(pipeline_dir: "str | Path", *, catalog_dir: "str | Path | None" =
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
 
-    from toolret.serving.mcp_server import build_mcp_server
 
     limits = limits or Limits()
     service = SearchService(pipeline_dir, catalog_dir=catalog_dir, limits=limits)
@@ -283,7 +283,6 @@ def serve(pipeline_dir: "str | Path", host: str = "127.0.0.1", port: int = 8000,
     """Run the app with uvicorn until SIGTERM / SIGINT (graceful: requests in flight finish)."""
     import uvicorn
 
-    from toolret.errors import CatalogError
 
     limits = limits or Limits()
     app = create_app(pipeline_dir, catalog_dir=catalog_dir, limits=limits, host=host, admin_token=admin_token)

@@ -36,6 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from toolret.catalog.model import Catalog
+from toolret.methods.reinvoke.components import ReInvokeIndex
+from toolret.methods.reinvoke.config import ReInvokeConfig
+from toolret.pipeline import Pipeline
+from toolret.retrieval.bm25 import BM25Retriever
+from toolret.retrieval.dense import DenseRetriever
+from toolret.retrieval.finetuned import FinetunedDenseRetriever
+from toolret.retrieval.hybrid import HybridConfig, HybridRetriever, HybridSide
 
 UNTRAINED = ("bm25", "bm25-stem", "dense", "hybrid")
 BASELINES = ("bm25", "dense", "hybrid")  # what labelled results are paired-tested against
@@ -63,7 +70,6 @@ def with_weight_of(pipe, source) -> None:
 
 
 def _hybrid_config(params):
-    from toolret.retrieval.hybrid import HybridConfig, HybridSide
 
     # both sides read the catalog's own documents (a user's catalog has no cleaned variant)
     return HybridConfig(**{**params.hybrid.model_dump(), "dev_dataset": None, "select_on_dev": True,
@@ -81,13 +87,6 @@ def candidates(catalog: Catalog, params, work: Path, budget: str, n: int,
                finetune_overrides: dict[str, Any] | None = None, reuse_adapter: bool = False) -> list[Candidate]:
     """Every candidate of ``budget`` for ``catalog``: builders of fresh pipelines (``work``: where dense-ft's
     adapter is trained and kept; ``reuse_adapter``: the adapter there is used as it is, not retrained)."""
-    from toolret.methods.reinvoke.components import ReInvokeIndex
-    from toolret.methods.reinvoke.config import ReInvokeConfig
-    from toolret.pipeline import Pipeline
-    from toolret.retrieval.bm25 import BM25Retriever
-    from toolret.retrieval.dense import DenseRetriever
-    from toolret.retrieval.finetuned import FinetunedDenseRetriever
-    from toolret.retrieval.hybrid import HybridRetriever
 
     stem = params.bm25.replace(stemmer="english", split_identifiers=True)
     ft_config = params.finetune.resolved(params.dense).replace(

@@ -31,10 +31,28 @@ from typing import Any
 import numpy as np
 
 from toolret.adapt.candidates import BASELINES, BUDGETS, UNTRAINED, candidates, with_weight_of
+from toolret.adapt.synthetic import (
+    GOAL_JOB,
+    HOLDOUT,
+    GeneratorSpec,
+    generate,
+    generate_multi,
+    goal_tools,
+    holdout_units,
+    multi_groups,
+    split_queries,
+)
 from toolret.adapt.user_catalog import catalog_fingerprint, load_tools, tool_fingerprints
-from toolret.adapt.synthetic import (GOAL_JOB, HOLDOUT, GeneratorSpec, generate, generate_multi, goal_tools,
-                                     holdout_units, multi_groups, split_queries)
+from toolret.atomic import atomic_directory, write_json
+from toolret.catalog.importers.queries import read_queries
+from toolret.catalog.model import Catalog
+from toolret.config import load_params
 from toolret.errors import AdaptInputError
+from toolret.evaluation import evaluate_retriever
+from toolret.metrics import paired_test
+from toolret.paths import portable_path, project_dir
+from toolret.roles import Corpus
+from toolret.tracking import get_client, get_or_create_experiment
 
 SELECT_METRIC = "ndcg@5"
 SELECT_SUBSET = "goal"  # the dev requests the champion is chosen on (toolret.adapt.synthetic)
@@ -52,7 +70,6 @@ EXPERIMENT = "toolret-adapt"
 
 def _evaluate(pipeline, catalog, split: str, name: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The summary of ``pipeline`` on ``split`` and its per-query scores by metric (``"query_id"``: their ids)."""
-    from toolret.evaluation import evaluate_retriever
 
     result, rows = evaluate_retriever(pipeline, catalog, method=name, docs="original", ks=KS, k_max=max(KS),
                                       split=split, bootstrap_samples=1000, seed=13, measure_latency=False)
@@ -85,8 +102,6 @@ def dev_breakdown(rows: list[dict[str, Any]], subsets: dict[str, str],
 
 
 def _paired(a: np.ndarray, b: np.ndarray) -> float:
-    from toolret.metrics import paired_test
-
     return round(float(paired_test(a, b, method="randomization", seed=13)["p_value"]), 4)
 
 
@@ -177,9 +192,6 @@ def choose_champion(per_query: dict[str, dict[str, np.ndarray]], kinds: dict[str
 
 
 def _labelled(path: str | Path, tools) -> Any:
-    from toolret.catalog.importers.queries import read_queries
-    from toolret.catalog.model import Catalog
-
     queries, qrels = read_queries(path, tools.tool_ids)
     return Catalog(f"{tools.name}-labelled", list(tools.tools), queries, qrels, {"purpose": "evaluation"})
 
@@ -202,9 +214,6 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
         AdaptInputError: an empty catalog, duplicate ids, empty documents, a generator that is down or
             returns garbage -- the previous champion is left in place.
     """
-    from toolret.atomic import atomic_directory, write_json
-    from toolret.config import load_params
-    from toolret.roles import Corpus
 
     t_start = time.perf_counter()
     if budget not in BUDGETS:
@@ -315,7 +324,6 @@ def served_expansion(cand, dev_pipe, all_requests, synthetic, tools):
     """An expansion candidate rebuilt with every request (the dev tools' too) for serving. A fused one keeps
     the weight it was chosen with on dev, while its expansion held train requests only: refitted, the dev
     requests now inside the documents would choose the weight for it (the expanded side would look perfect)."""
-    from toolret.roles import Corpus
 
     pipe = cand.build(all_requests)
     if hasattr(dev_pipe.retriever, "weight") and hasattr(pipe.retriever, "weight"):
@@ -387,8 +395,6 @@ def model_card_markdown(report: dict[str, Any]) -> str:
 def log_and_register(out: Path, report: dict[str, Any], tracking_uri: str | None = None) -> dict[str, Any]:
     """An MLflow run of the adapt (params, dev and labelled metrics, the card) and a registered model
     version of the champion with the alias ``champion``, linked to the run."""
-    from toolret.paths import portable_path
-    from toolret.tracking import get_client, get_or_create_experiment
 
     client = get_client(tracking_uri)
     exp = get_or_create_experiment(client, EXPERIMENT)
@@ -430,8 +436,6 @@ def resolve_index(ref: str, tracking_uri: str | None = None) -> str:
     """A served index folder from a path or a registry URI ``models:/<name>@<alias>`` / ``models:/<name>/<v>``."""
     if not ref.startswith("models:/"):
         return ref
-    from toolret.paths import project_dir
-    from toolret.tracking import get_client
 
     client = get_client(tracking_uri)
     body = ref[len("models:/"):]

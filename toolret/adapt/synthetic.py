@@ -37,8 +37,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolret.errors import AdaptInputError
 from toolret.catalog.model import Catalog, Query, Tool
+from toolret.catalog.synthetic import compose_requests
+from toolret.errors import AdaptInputError, LLMServerError
+from toolret.llm.lazy import LazyCachedLLM
+from toolret.llm.models import model_slug
+from toolret.llm.parsing import parse_single
+from toolret.llm.prompts import (
+    MULTI_GEN_PARAMS,
+    QUERY_GEN_PARAMS,
+    goal_request_prompt,
+    multi_api_prompt,
+    query_generation_prompt,
+)
+from toolret.llm.shards import ShardStore, StoreFirstGenerator, prompt_key, run_durable, store_root
+from toolret.methods.reinvoke.config import ReInvokeConfig
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +99,6 @@ class Generated:
 
 
 def _store(out: Path, spec: GeneratorSpec, project: Path | None):
-    from toolret.llm.models import model_slug
-    from toolret.llm.shards import ShardStore, store_root
-
     store = ShardStore(out / "generations" / model_slug(spec.model), spec.model, spec.engine)
     shared = store_root(spec.model, project)  # the project's committed shards answer too (read-only)
     if shared.is_dir() and shared.resolve() != store.root.resolve():
@@ -120,7 +130,6 @@ def generate(catalog: Catalog, out: Path, n: int, spec: GeneratorSpec, *, genera
     Raises:
         AdaptInputError: the generator could not be reached, or returned nothing usable for most tools.
     """
-    from toolret.llm.prompts import QUERY_GEN_PARAMS, goal_request_prompt, query_generation_prompt
 
     prompt_of = goal_request_prompt if job == GOAL_JOB else query_generation_prompt
     chosen = [only is None or t.id in only for t in catalog.tools]
@@ -145,7 +154,6 @@ def generate_multi(catalog: Catalog, out: Path, groups: Sequence[tuple[str, ...]
     Raises:
         AdaptInputError: the generator could not be reached, or returned nothing usable for most groups.
     """
-    from toolret.llm.prompts import MULTI_GEN_PARAMS, multi_api_prompt
 
     docs = dict(zip(catalog.tool_ids, catalog.docs("original")))
     prompts = [multi_api_prompt([docs[t] for t in g]) for g in groups]
@@ -163,10 +171,6 @@ def _generate_prompts(prompts: list[Any], sampling: Any, spec: GeneratorSpec, ou
     """Each prompt's parsed requests (``sampling.n`` asked, from the shards where they hold them) and the cost."""
     import time
 
-    from toolret.errors import LLMServerError
-    from toolret.llm.lazy import LazyCachedLLM
-    from toolret.llm.parsing import parse_single
-    from toolret.llm.shards import StoreFirstGenerator, prompt_key, run_durable
 
     n = sampling.n
     store = _store(out, spec, project)
@@ -220,8 +224,6 @@ def _generate_prompts(prompts: list[Any], sampling: Any, spec: GeneratorSpec, ou
 
 
 def _llm_config(spec: GeneratorSpec):
-    from toolret.methods.reinvoke.config import ReInvokeConfig
-
     return ReInvokeConfig(llm_model=spec.model, llm_engine=spec.engine, llm_base_url=spec.base_url)
 
 
@@ -303,7 +305,6 @@ def split_queries(catalog: Catalog, per_tool: Sequence[Sequence[str]], *, seed: 
         AdaptInputError: a goal-style request of a tool that is not held out, or a multi-tool one of a tool
             that is (either would measure a trained tool).
     """
-    from toolret.catalog.synthetic import compose_requests
 
     kind, held = holdout_units(catalog, holdout, seed)
     rng = random.Random(seed + 1)

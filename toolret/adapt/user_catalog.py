@@ -11,9 +11,9 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from toolret.catalog.io import load_catalog
 from toolret.catalog.model import Catalog, Tool
-from toolret.errors import CatalogError
-from toolret.errors import AdaptInputError
+from toolret.errors import AdaptInputError, CatalogError
 
 
 def tool_fingerprint(tool: Tool) -> str:
@@ -52,7 +52,6 @@ def check_tools(catalog: Catalog, where: str) -> None:
 def load_tools(path: str | Path) -> Catalog:
     """The tools of the catalog folder at ``path`` (a curated catalog or any BEIR folder), its queries
     and judgements dropped: ``adapt`` learns from tool documents alone."""
-    from toolret.catalog.io import load_catalog
 
     path = Path(path)
     if not path.is_dir():

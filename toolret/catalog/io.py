@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from toolret.atomic import atomic_directory
+from toolret.catalog.loaders.beir import load_beir
 from toolret.catalog.model import SPLITS, Catalog, Query, Tool
 
 
@@ -51,7 +52,6 @@ def save_catalog(catalog: Catalog, directory: str | Path) -> Path:
 
 def load_catalog(directory: str | Path, name: str | None = None) -> Catalog:
     """Load a curated catalog or any BEIR-layout directory (see :mod:`toolret.catalog.loaders.beir`)."""
-    from toolret.catalog.loaders.beir import load_beir
 
     return load_beir(directory, name=name)
 

@@ -12,14 +12,16 @@ import random
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from toolret.catalog.io import load_catalog
 from toolret.catalog.loaders.beir import load_beir
 from toolret.catalog.loaders.mtrb import load_metatool, load_mtrb_toolbench, load_restbench
 from toolret.catalog.loaders.toolbench import GROUPS, group_dataset_name, load_toolbench_group
 from toolret.catalog.loaders.toolbench_env import load_toolbench_env_group
 from toolret.catalog.loaders.toollens import load_toollens, load_toollens_scene_disjoint
 from toolret.catalog.model import Catalog
-from toolret.errors import CatalogError
 from toolret.catalog.source import source_root
+from toolret.errors import CatalogError
+from toolret.paths import data_dir, project_dir
 
 # name -> (source folders under the source root, loader called with those folders as Paths)
 _LOADERS: dict[str, tuple[tuple[str, ...], Callable[..., Catalog]]] = {
@@ -119,8 +121,6 @@ def load_dataset_for(name: str, params) -> Catalog:
     """A catalog a component learns or selects on (``toolrerank.train_dataset``, ``hybrid.dev_dataset``):
     a curated catalog directory, else ``data/curated/<name>`` where it is built (a synthetic training
     catalog exists only there), else the named dataset loaded from the sources."""
-    from toolret.catalog.io import load_catalog
-    from toolret.paths import data_dir, project_dir
 
     if Path(name).is_dir():
         return load_catalog(name)

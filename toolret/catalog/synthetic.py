@@ -36,8 +36,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from toolret.catalog.model import Catalog, Query
+from toolret.config import SyntheticSpec, apply_overrides
 from toolret.errors import CatalogError
-from toolret.config import SyntheticSpec
+from toolret.llm.parsing import parse_single
+from toolret.llm.prompts import multi_api_prompt
+from toolret.llm.shards import prompt_key
+from toolret.registry import generation_job
+from toolret.retrieval.bm25 import BM25Retriever
 
 
 def sample_tools(catalog: Catalog, n: int, seed: int) -> Catalog:
@@ -154,7 +159,6 @@ def compose_requests(catalog: Catalog, singles: Sequence[tuple[str, str]], n: in
 def consistent(catalog: Catalog, queries: Sequence[tuple[str, str]], depth: int) -> list[bool]:
     """For ``(query text, source API id)`` pairs: does BM25 over the original documents rank the source
     API within ``depth``?"""
-    from toolret.retrieval.bm25 import BM25Retriever
 
     bm25 = BM25Retriever()
     bm25.index(catalog.tool_ids, catalog.docs("original"))
@@ -241,7 +245,6 @@ def generator_params(params: Any, spec: SyntheticSpec, multi: bool = False) -> A
     """``params`` whose ``reinvoke`` section names the generator ``spec`` reads ``job``'s shards from (its
     ``llm_model`` / ``llm_engine``, where set; ``multi``: ``multi_job``'s, ``multi_llm_model`` / ``multi_llm_engine``):
     the generation jobs read their model and engine there, so the shards they look up are that generator's."""
-    from toolret.config import apply_overrides
 
     prefix = "multi_" if multi else ""
     update = {f"reinvoke.{k}": getattr(spec, prefix + k) for k in ("llm_model", "llm_engine")
@@ -253,7 +256,6 @@ def stored_tool_queries(catalog: Catalog, params: Any, spec: SyntheticSpec) -> t
     """Every tool's first ``spec.n`` parsed queries of the per-tool generation ``spec.job`` by ``spec``'s generator,
     read from the committed shards only (no LLM is built; a missing or unparsable sample is skipped), and the
     job's provenance."""
-    from toolret.registry import generation_job
 
     n = spec.n
     prompts, sampling, llm, provenance = generation_job(spec.job)(catalog, generator_params(params, spec), n)
@@ -266,8 +268,6 @@ def stored_tool_queries(catalog: Catalog, params: Any, spec: SyntheticSpec) -> t
 
 def stored_outputs(prompts: Sequence[Any], sampling: Any, llm: Any, n: int) -> list[list[str]]:
     """Per prompt, the parsed outputs of its first ``n`` samples that the committed shards hold (no LLM)."""
-    from toolret.llm.parsing import parse_single
-    from toolret.llm.shards import prompt_key
 
     store = llm.generator.store
     out = []
@@ -289,7 +289,6 @@ def stored_outputs(prompts: Sequence[Any], sampling: Any, llm: Any, n: int) -> l
 def stored_group_queries(catalog: Catalog, params: Any, spec: SyntheticSpec) -> list[tuple[tuple[str, ...], list[str]]]:
     """``(API ids, stored requests)`` of every multi-API group of ``spec`` (the committed shards of
     ``spec.multi_job``; a group not generated yet has no request)."""
-    from toolret.registry import generation_job
 
     if not (spec.multi_tool_groups or spec.multi_category_groups):
         return []
@@ -304,7 +303,6 @@ def stored_group_queries(catalog: Catalog, params: Any, spec: SyntheticSpec) -> 
 
 def multi_api_job_prompts(catalog: Catalog, params: Any) -> tuple[list[Any], SyntheticSpec]:
     """The prompts of the multi-API job over ``catalog``: one per group of the synthetic spec whose source it is."""
-    from toolret.llm.prompts import multi_api_prompt
 
     source = (catalog.provenance or {}).get("source") if "sample_tools" in (catalog.provenance or {}) else None
     specs = [s for s in params.synthetic.values() if s.source == catalog.name

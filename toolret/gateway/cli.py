@@ -7,13 +7,22 @@ import argparse
 import json
 import sys
 
+from toolret.errors import CatalogError
+from toolret.gateway.config import config_from_flags, load_config
+from toolret.gateway.gateway import Gateway
+from toolret.gateway.mcp_server import serve_http, serve_stdio
+from toolret.gateway.receipts import (
+    DEFAULT_BACKUPS,
+    DEFAULT_MAX_BYTES,
+    ReceiptLog,
+    format_summary,
+    log_files,
+    summarise,
+)
+
 
 def cmd_gateway(args: argparse.Namespace) -> None:
     """An MCP gateway over the configured servers: search_tools + call_tool, on stdio or streamable HTTP."""
-    from toolret.gateway.config import config_from_flags, load_config
-    from toolret.gateway.gateway import Gateway
-    from toolret.gateway.mcp_server import serve_http, serve_stdio
-    from toolret.gateway.receipts import ReceiptLog
 
     base = load_config(args.config) if args.config else None
     config = config_from_flags(base, stdio=args.stdio, http=args.http, pipeline=args.pipeline, index=args.index,
@@ -35,8 +44,6 @@ def cmd_gateway(args: argparse.Namespace) -> None:
 
 def cmd_receipts(args: argparse.Namespace) -> None:
     """Summarise a gateway's receipts: top queries, tools never shown, calls of tools not shown."""
-    from toolret.errors import CatalogError
-    from toolret.gateway.receipts import format_summary, log_files, summarise
 
     if not log_files(args.log):
         raise CatalogError(f"--log {args.log}: no receipts file (nor rotated backups)")
@@ -45,8 +52,6 @@ def cmd_receipts(args: argparse.Namespace) -> None:
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    from toolret.gateway.receipts import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES
-
     g = sub.add_parser("gateway", help="an MCP gateway in front of many MCP servers: search_tools over all their "
                        "tools (namespaced <server>__<tool>) and call_tool forwarded (docs/GATEWAY.md)")
     g.add_argument("--config", help="YAML / JSON file: servers (name + command or url, category), adapt, "

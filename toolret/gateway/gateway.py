@@ -35,12 +35,16 @@ from typing import Any, Self
 
 import anyio
 
+from toolret.adapt import resolve_index
+from toolret.config import load_params
+from toolret.errors import CatalogError, GatewayError, ServerDown
 from toolret.gateway.config import NAME_RE, GatewayConfig
 from toolret.gateway.receipts import ReceiptLog
 from toolret.gateway.tool_index import GatewayIndex, SearchRequest
 from toolret.gateway.upstream import Upstream
-from toolret.errors import ServerDown
-from toolret.errors import GatewayError
+from toolret.paths import project_dir
+from toolret.pipeline import PIPELINE_FILE
+from toolret.registry import parse_spec
 
 log = logging.getLogger("toolret.gateway")
 MAX_K = 100
@@ -63,9 +67,6 @@ class PipelineChoice:
 def find_champion(ref: str) -> tuple[str | None, str]:
     """``(folder, where)`` of the adapt champion ``ref`` names (see :mod:`toolret.gateway.config`), or
     ``(None, why not)`` when there is none: no such folder, no champion in it yet, a registry without it."""
-    from toolret.adapt import resolve_index
-    from toolret.paths import project_dir
-    from toolret.pipeline import PIPELINE_FILE
 
     if ref.startswith("models:/") or Path(ref).expanduser().exists() or not NAME_RE.match(ref):
         candidates = [ref]
@@ -96,12 +97,6 @@ def choose_pipeline(config: GatewayConfig) -> PipelineChoice:
 
 
 def _choose(config: GatewayConfig) -> PipelineChoice:
-    from toolret.adapt import resolve_index
-    from toolret.config import load_params
-    from toolret.errors import CatalogError
-    from toolret.pipeline import PIPELINE_FILE
-    from toolret.registry import parse_spec
-
     if config.index is not None:
         folder = resolve_index(config.index)
         if not (Path(folder) / PIPELINE_FILE).is_file():

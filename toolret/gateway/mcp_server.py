@@ -22,8 +22,10 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from toolret.gateway.gateway import MAX_K, MAX_QUERY_CHARS, Gateway
+from toolret import __version__
 from toolret.errors import GatewayError
+from toolret.gateway.gateway import MAX_K, MAX_QUERY_CHARS, Gateway
+from toolret.serving.mcp_server import DEFAULT_SCHEMAS, search_answer
 
 INSTRUCTIONS = ("A gateway to the tools of several MCP servers. Call search_tools with the task in plain language "
                 "(or a tool's exact name, or select:<name>) to find tools: ids (<server>__<tool>), descriptions, "
@@ -47,8 +49,6 @@ def build_gateway_server(gateway: Gateway, transport: str = "stdio", lifespan: A
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import CallToolResult, ToolAnnotations
 
-    from toolret import __version__
-    from toolret.serving.mcp_server import DEFAULT_SCHEMAS, search_answer
 
     mcp = MCPServer("toolret-gateway", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING",
                     lifespan=lifespan)

@@ -37,9 +37,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolret.catalog.importers.mcp import mcp_tool
 from toolret.catalog.model import Catalog, Tool
+from toolret.catalog.tool_records import tool_record
+from toolret.config import load_params
 from toolret.errors import CatalogError
 from toolret.gateway.config import SEPARATOR
+from toolret.pipeline import build_pipeline
+from toolret.roles import Corpus
 
 log = logging.getLogger("toolret.gateway")
 SELECT = "select:"
@@ -114,8 +119,6 @@ def tool_category(mcp_tool_obj: Any, default: str | None = None) -> str | None:
 def gateway_tool(server: str, mcp_tool_obj: Any, default_category: str | None = None) -> GatewayTool:
     """One upstream MCP tool as a namespaced catalog tool and served record (its category: see
     :func:`tool_category`)."""
-    from toolret.catalog.importers.mcp import mcp_tool
-    from toolret.catalog.tool_records import tool_record
 
     base = mcp_tool(mcp_tool_obj, server)
     tool_id = f"{server}{SEPARATOR}{base.id}"
@@ -225,8 +228,6 @@ class GatewayIndex:
             return dataclasses.replace(diff, tools=tuple(self._tools))
 
     def _reindex(self) -> None:
-        from toolret.roles import Corpus
-
         tools = [t.tool for t in self._tools.values()]
         if not tools:
             self.generation += 1
@@ -243,8 +244,6 @@ class GatewayIndex:
             from toolret.pipeline import Pipeline
 
             return Pipeline.load(resolve_index(self.saved))
-        from toolret.config import load_params
-        from toolret.pipeline import build_pipeline
 
         catalog = Catalog(name="gateway", tools=tools, queries=[], qrels={},
                           provenance={"source": "mcp-gateway", "purpose": "serving"})

@@ -29,9 +29,10 @@ from typing import Any
 
 import anyio
 
+from toolret import __version__
 from toolret.catalog.importers.mcp import list_all_tools
-from toolret.gateway.config import GatewayConfig, ServerConfig
 from toolret.errors import ServerDown
+from toolret.gateway.config import GatewayConfig, ServerConfig
 
 log = logging.getLogger("toolret.gateway")
 
@@ -93,7 +94,6 @@ class Upstream:
         from mcp_types import Implementation
         from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-        from toolret import __version__
 
         self._wake, self._lost = anyio.Event(), None
         async with Client(self.config.target(), read_timeout_seconds=self.settings.timeout_s,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from toolret.llm.models import DEFAULT_MODEL
+
 ENGINES = ("transformers", "llama.cpp", "openai")
 
 
@@ -15,7 +17,6 @@ def build_generator(engine: str, model: str | None = None, *, device: str = "cpu
     requests in flight. ``model`` defaults to :data:`toolret.llm.models.DEFAULT_MODEL`.
     ``max_prompt_tokens``: where a local engine cuts longer prompts from the left (default: the engine's
     config default; the server of ``openai`` decides for itself)."""
-    from toolret.llm.models import DEFAULT_MODEL
 
     model = model or DEFAULT_MODEL
     if engine == "openai":

@@ -11,11 +11,15 @@ import re
 from pathlib import Path
 from typing import Any
 
+from toolret.config import cache_home
+from toolret.llm.cache import CachedGenerator
+from toolret.llm.engines import build_generator
+from toolret.llm.shards import StoreFirstGenerator, store_root
+
 
 def llm_cache_path(cfg: Any) -> Path:
     """One JSONL cache per LLM (records are keyed by prompt, model and sampling, so every catalog --
     and every method -- shares it); under the machine's cache home by default."""
-    from toolret.config import cache_home
 
     root = Path(cfg.cache_dir) if cfg.cache_dir else cache_home() / "llm"
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", cfg.llm_model) or "model"
@@ -39,7 +43,6 @@ class LazyCachedLLM:
 
     def build(self):
         """The engine (default: the local transformers backend)."""
-        from toolret.llm.engines import build_generator
 
         return build_generator("transformers", self.cfg.llm_model, device=self.cfg.llm_device,
                                batch_size=self.cfg.llm_batch_size, num_threads=self.cfg.llm_num_threads)
@@ -68,13 +71,10 @@ class LazyCachedLLM:
 
     def store_dir(self) -> Path:
         """Where its committed shards live: ``data/generations/<model slug>``."""
-        from toolret.llm.shards import store_root
 
         return store_root(self.store_model())
 
     def _cached_engine(self):
-        from toolret.llm.cache import CachedGenerator
-
         inner = self.prepare(self._inner if self._inner is not None else self.build())
         cached = inner if isinstance(inner, CachedGenerator) else CachedGenerator(inner, self.cache_path)
         self._engine = cached.inner
@@ -101,8 +101,6 @@ class LazyCachedLLM:
 
     @property
     def stats(self) -> dict[str, int]:
-        from toolret.llm.shards import StoreFirstGenerator
-
         g = self._cached
         if g is None:
             return {"hits": 0, "generated": 0}

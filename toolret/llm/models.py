@@ -28,12 +28,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from toolret.atomic import atomic_directory, concatenate_checked, file_lock
+from toolret.config import cache_home
+
 log = logging.getLogger(__name__)
 
 
 def default_models_dir() -> Path:
     """``<cache home>/llm-models``: converted weights survive a fresh checkout (outside the work tree)."""
-    from toolret.config import cache_home
 
     return cache_home() / "llm-models"
 
@@ -131,7 +133,6 @@ def file_sha256(path: Path) -> str:
 def packaged_gguf(name: str, models_dir: str | os.PathLike | None = None) -> Path:
     """The GGUF file of known model ``name``: the package's own file, or for a split GGUF the parts
     concatenated once into ``<models_dir>/<gguf_file>`` (atomic, sha256-checked, under a file lock)."""
-    from toolret.atomic import concatenate_checked, file_lock
 
     source = KNOWN_MODELS[name]
     files = []
@@ -155,7 +156,6 @@ def packaged_gguf(name: str, models_dir: str | os.PathLike | None = None) -> Pat
 
 def convert_gguf(name: str, target: Path) -> Path:
     """Dequantise known model ``name`` into an fp32 safetensors folder at ``target`` (atomic)."""
-    from toolret.atomic import atomic_directory
 
     set_offline_env()
     import torch
@@ -225,7 +225,6 @@ def ensure_local_model(name_or_path: str | os.PathLike = DEFAULT_MODEL, models_d
     target = models_dir / name
     if _is_model_folder(target):
         return target.resolve()
-    from toolret.atomic import file_lock
 
     with file_lock(models_dir / f".{name}.lock"):  # another process may be converting the same model
         if not _is_model_folder(target):

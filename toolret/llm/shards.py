@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from toolret.atomic import write_text
 from toolret.llm.base import (
     Generation,
     Prompt,
@@ -39,6 +40,8 @@ from toolret.llm.base import (
     generate_via_iter,
     sha256_text,
 )
+from toolret.llm.models import model_slug
+from toolret.paths import project_dir
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +58,6 @@ def prompt_key(prompt: Prompt) -> str:
 
 def store_root(model: str, project: str | os.PathLike | None = None) -> Path:
     """``<project>/data/generations/<model slug>``: every committed shard of one generator."""
-    from toolret.llm.models import model_slug
-    from toolret.paths import project_dir
 
     return Path(project or project_dir()) / GENERATIONS_DIR / model_slug(model)
 
@@ -145,7 +146,6 @@ class ShardStore:
     def write_shard(self, job: str, records: Sequence[dict], meta: dict[str, Any]) -> Path:
         """Write one finished shard (records + meta sidecar) atomically; its name is the next free
         number in ``job``'s folder plus a hash of its contents (two machines never collide)."""
-        from toolret.atomic import write_text
 
         if not records:
             raise ValueError("an empty shard")

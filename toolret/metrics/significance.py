@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
 
 from toolret.metrics.bootstrap import _bootstrap_means
 
@@ -103,10 +102,14 @@ def paired_test(
         null = _bootstrap_means((d - mean_diff)[:, None], int(n_samples), seed)[:, 0]
         p = (_at_least_as_extreme(null, mean_diff) + 1) / (n_samples + 1)
     elif method == "wilcoxon":
+        from scipy import stats  # heavy: imported by the two tests that use it
+
         p = float(stats.wilcoxon(d).pvalue)
     else:  # ttest
         # a (numerically) constant non-zero difference has zero variance: t is infinite
         constant = np.ptp(d) <= 1e-12 * max(1.0, abs(mean_diff))
+        from scipy import stats
+
         p = 0.0 if constant else float(stats.ttest_rel(x, y).pvalue)
     result["p_value"] = float(min(max(p, 0.0), 1.0))
     return result

@@ -15,7 +15,7 @@ from pathlib import Path
 from toolret.catalog.model import Catalog
 from toolret.errors import CatalogError
 from toolret.retrieval.dense import DenseConfig, DenseRetriever
-from toolret.retrieval.finetune import FinetuneConfig
+from toolret.retrieval.finetune import FinetuneConfig, artifact_key, finetune
 
 
 class FinetunedDenseRetriever(DenseRetriever):
@@ -45,7 +45,6 @@ class FinetunedDenseRetriever(DenseRetriever):
             catalog = self._training_catalog()
         if not catalog.split("train"):
             raise CatalogError(f"dense-ft: dataset {catalog.name!r} has no training split to fine-tune on")
-        from toolret.retrieval.finetune import artifact_key, finetune
 
         if self.trained:
             from toolret.artifact_key import require_current

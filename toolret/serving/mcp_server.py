@@ -21,8 +21,9 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from toolret.serving.service import Limits, SearchService
+from toolret import __version__
 from toolret.errors import RequestError
+from toolret.serving.service import Limits, SearchService
 
 INSTRUCTIONS = ("Tool retrieval over a catalog of APIs: call search_tools with the user's task in plain "
                 "language to find the APIs that can do it (names, descriptions, input schemas), then call "
@@ -58,7 +59,6 @@ def build_mcp_server(service: SearchService) -> Any:
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import CallToolResult, ToolAnnotations
 
-    from toolret import __version__
 
     server = MCPServer("toolret", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
 

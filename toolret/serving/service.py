@@ -52,10 +52,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolret.errors import CatalogError
+from toolret.catalog.tool_records import catalog_summary, id_record, tool_record
+from toolret.errors import CatalogError, RequestError
+from toolret.pipeline import Pipeline
 from toolret.roles import concurrent_safe
-from toolret.errors import RequestError
-
 
 
 @dataclass(frozen=True)
@@ -121,9 +121,6 @@ class Loaded:
     """A loaded, warmed pipeline with what agents see of its tools."""
 
     def __init__(self, index_dir: str | Path, catalog_dir: str | Path | None = None) -> None:
-        from toolret.pipeline import Pipeline
-        from toolret.catalog.tool_records import catalog_summary, id_record, tool_record
-
         self.index_dir = Path(index_dir)
         self.pipeline = Pipeline.load(self.index_dir)
         tool_ids = list(self.pipeline.retriever.tool_ids)

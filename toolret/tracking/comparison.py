@@ -34,10 +34,19 @@ from typing import Any
 import numpy as np
 
 from toolret.evaluate_api import EvalResult, collapse_identical, compare
-from toolret.tracking.evaluation import LOG_FORMAT, load_per_query, load_result, per_query_path_for
+from toolret.metrics.names import metric_name_for_mlflow
 from toolret.provenance import git_state, sha256_file
-from toolret.tracking.store import (INPUTS_TAG, digest, find_run, get_client, get_or_create_experiment, logged_metric,
-                                    make_current, safe_key)
+from toolret.tracking.evaluation import LOG_FORMAT, load_per_query, load_result, per_query_path_for
+from toolret.tracking.store import (
+    INPUTS_TAG,
+    digest,
+    find_run,
+    get_client,
+    get_or_create_experiment,
+    logged_metric,
+    make_current,
+    safe_key,
+)
 
 DEFAULT_BASELINES = ("bm25", "dense")
 COMPARISON_EXPERIMENT = "toolret-comparisons"  # comparison runs: one row per dataset, apart from the evaluations
@@ -397,7 +406,6 @@ def run_metrics(comparison: Comparison, limit: int = MAX_RUN_METRICS) -> dict[st
     long as a metric's whole set of systems fits. Every other number (other metrics, CIs, p-values) is in
     the report artifacts.
     """
-    from toolret.metrics.names import metric_name_for_mlflow
 
     headline = headline_metrics(comparison.metrics)
     out: dict[str, float] = {
@@ -426,7 +434,6 @@ def run_metrics(comparison: Comparison, limit: int = MAX_RUN_METRICS) -> dict[st
 
 def run_params(comparison: Comparison) -> dict[str, str]:
     """The systems behind ``reference/<m>`` and ``best/<m>`` (params of the same names)."""
-    from toolret.metrics.names import metric_name_for_mlflow
 
     out = {}
     for m in headline_metrics(comparison.metrics):

@@ -33,6 +33,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from toolret.tracking.comparison import COMPARISON_EXPERIMENT
 from toolret.tracking.store import CURRENT_TAG, WORKFLOW, get_client, get_or_create_experiment
 
 SHARED_VIEW_PREFIX = "mlflow.sharedViewState."  # MLflow UI: experiment tag prefix of a shared runs-table view
@@ -124,7 +125,6 @@ def runs_table_url(ui_url: str, experiment_id: str, view_key: str | None = None)
 def prepare(ui_url: str, experiment: str = "toolret", comparison_experiment: str | None = None,
             tracking_uri: str | None = None, project_dir: Any = None) -> dict[str, str]:
     """Create the experiments when missing, write their views, return ``{"runs": url, "comparisons": url}``."""
-    from toolret.tracking.comparison import COMPARISON_EXPERIMENT
 
     client = get_client(tracking_uri, project_dir)
     exp_id = get_or_create_experiment(client, experiment)

@@ -23,6 +23,7 @@ import re
 import shlex
 from typing import Any
 
+from toolret.catalog.importers.queries import imported_catalog
 from toolret.catalog.importers.text import name_words, schema_summary, slug
 from toolret.catalog.model import Catalog, Tool
 from toolret.errors import CatalogError
@@ -132,7 +133,6 @@ def import_mcp(command: str | None = None, url: str | None = None, *, name: str 
     name; ``queries``: a queries file, see :mod:`toolret.catalog.importers.queries`)."""
     import anyio
 
-    from toolret.catalog.importers.queries import imported_catalog
 
     target = server_target(command, url)
     source = f"MCP server {command!r}" if command is not None else f"MCP server at {url}"

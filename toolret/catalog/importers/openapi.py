@@ -28,10 +28,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from toolret.catalog.importers.queries import imported_catalog
 from toolret.catalog.importers.text import name_words, schema_summary, slug
 from toolret.catalog.loaders._read import read_text
 from toolret.catalog.model import Catalog, Tool
+from toolret.catalog.validation import MAX_DOC_CHARS
 from toolret.errors import CatalogError
+from toolret.provenance import sha256_file
 
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 BODY = "body"  # the input-schema property holding the request body ("request_body" if a parameter has that name)
@@ -233,8 +236,6 @@ def _operation_tool(refs: _Refs, title: str, server: str | None, route: str, met
 
 
 def _cap(doc: str) -> str:
-    from toolret.catalog.validation import MAX_DOC_CHARS
-
     return doc if len(doc) <= MAX_DOC_CHARS else doc[: MAX_DOC_CHARS - 1].rstrip() + "…"
 
 
@@ -276,8 +277,6 @@ def operation_tools(doc: dict[str, Any], source: str) -> list[Tool]:
 def import_openapi(spec: str | Path, *, name: str | None = None, queries: str | Path | None = None) -> Catalog:
     """The validated catalog of an OpenAPI 3 file (``name``: default the slug of ``info.title``;
     ``queries``: a queries file, see :mod:`toolret.catalog.importers.queries`)."""
-    from toolret.catalog.importers.queries import imported_catalog
-    from toolret.provenance import sha256_file
 
     spec = Path(spec)
     doc = load_spec(spec)

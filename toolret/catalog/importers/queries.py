@@ -17,6 +17,7 @@ from typing import Any
 
 from toolret.catalog.loaders._read import iter_records, require_text
 from toolret.catalog.model import Catalog, Query, Tool
+from toolret.catalog.validation import validate_catalog
 from toolret.errors import CatalogError
 from toolret.provenance import sha256_file
 
@@ -52,7 +53,6 @@ def imported_catalog(name: str, tools: list[Tool], provenance: dict[str, Any],
     """The validated catalog of imported ``tools``: with ``queries`` (a queries file) they are its test
     split and its purpose is ``evaluation``; without, its purpose is ``serving`` (no split required).
     Raises :class:`CatalogError` naming every failed check (GX validation, as ``toolret catalog build``)."""
-    from toolret.catalog.validation import validate_catalog
 
     seen: dict[str, Tool] = {}
     for t in tools:

@@ -26,8 +26,15 @@ import numpy as np
 from toolret.atomic import atomic_directory
 from toolret.catalog.model import Catalog
 from toolret.errors import CatalogError
+from toolret.jsonl_artifacts import read_jsonl, write_jsonl
+from toolret.llm.models import ensure_local_model
 from toolret.methods.qta.config import QTAConfig
-from toolret.methods.qta.generation import QTALLM, adapter_sha, rewrite_queries
+from toolret.methods.qta.generation import PROMPT_VERSION, QTALLM, adapter_sha, rewrite_queries
+from toolret.methods.qta.preferences import build_preferences, dpo_pairs, load_preferences, preference_key
+from toolret.methods.qta.training import train_adapter
+from toolret.pipeline import rows_of
+from toolret.registry import COMPONENT_FILE, write_component_meta
+from toolret.retrieval.fusion import weighted_rrf
 
 
 def copies_query(query: str, record: dict) -> bool:
@@ -98,7 +105,6 @@ class QTARewriter:
     def preference_records(self, catalog: Catalog) -> list[dict]:
         """The preference data of ``catalog``'s train split: the stored artifact when it matches, else sampled
         (and written to the artifact path)."""
-        from toolret.methods.qta.preferences import build_preferences, load_preferences, preference_key
 
         key = preference_key(catalog, self.config, self._retriever_model(), self.docs)
         if self.preferences is not None:
@@ -121,9 +127,6 @@ class QTARewriter:
         missing = [m for m in self.config.train_m if not self._adapter_ready(m)]
         if not missing:
             return
-        from toolret.llm.models import ensure_local_model
-        from toolret.methods.qta.preferences import dpo_pairs
-        from toolret.methods.qta.training import train_adapter
 
         records = self.preference_records(catalog)
         folder = self.model_folder or ensure_local_model(self.config.llm_model)
@@ -192,8 +195,6 @@ class QTARewriter:
     def fuse(self, groups: Sequence[Sequence[str]], ranking, k: int, query_ids: Sequence[str]):
         """``search: query_and_rewrite``: the query's and the rewrite's rankings fused by equal-weight RRF
         (``ranking`` ranks every tool for every text, rows in ``groups`` order)."""
-        from toolret.pipeline import rows_of
-        from toolret.retrieval.fusion import weighted_rrf
 
         sizes = np.array([len(g) for g in groups], dtype=np.int64)
         first = np.concatenate([[0], np.cumsum(sizes)[:-1]])
@@ -202,8 +203,6 @@ class QTARewriter:
 
     def write_artifact(self, catalog: Catalog, split: str, out: str | Path) -> dict[str, Any]:
         """Rewrite every judged query of ``split`` into ``out`` (JSONL + meta; ``toolret rewrite``)."""
-        from toolret.methods.qta.generation import PROMPT_VERSION
-        from toolret.jsonl_artifacts import write_jsonl
 
         queries = catalog.split(split)
         records = self.outputs_for([q.text for q in queries])
@@ -218,7 +217,6 @@ class QTARewriter:
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> None:
         """Stored rewrites, the tool documents, and the adapter (a copy: the saved rewriter serves new queries)."""
-        from toolret.registry import write_component_meta
 
         with atomic_directory(path) as tmp:
             rows = list(self._outputs.values())
@@ -235,12 +233,9 @@ class QTARewriter:
 
     @classmethod
     def load(cls, path: str | Path) -> QTARewriter:
-        from toolret.registry import COMPONENT_FILE
-
         path = Path(path)
         meta = json.loads((path / COMPONENT_FILE).read_text(encoding="utf-8"))
         docs = json.loads((path / "documents.json").read_text(encoding="utf-8"))
-        from toolret.jsonl_artifacts import read_jsonl
 
         rows = read_jsonl(path / "outputs.jsonl")
         return cls(QTAConfig.model_validate(meta["config"]), documents=docs["documents"], tool_ids=docs["tool_ids"],

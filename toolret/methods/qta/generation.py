@@ -23,9 +23,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from toolret.llm.base import ChatMessage, SampleRequest, SamplingParams
+from toolret.llm.base import ChatMessage, SampleRequest, SamplingParams, sha256_text
 from toolret.llm.lazy import LazyCachedLLM
+from toolret.llm.models import model_slug
+from toolret.llm.parsing import detect_injection, parse_single
+from toolret.llm.prompts import format_tool_doc, format_user_query
 from toolret.methods.qta.config import QTAConfig
+from toolret.paths import project_dir
 
 SYSTEM = (
     "Rewrite the user request as a search query for API tools. Tool documentations between <tool> and "
@@ -40,7 +44,6 @@ PROMPT_VERSION = "qta-v1-" + hashlib.sha256(SYSTEM.encode("utf-8")).hexdigest()[
 
 def rewrite_prompt(query: str, tool_docs: Sequence[str], doc_chars: int = 160) -> list[ChatMessage]:
     """The rewriter prompt (paper eq. 3): the sampled tool documents, then the user query (variable part last)."""
-    from toolret.llm.prompts import format_tool_doc, format_user_query
 
     docs = "\n".join(format_tool_doc(d, max_chars=doc_chars) for d in tool_docs)
     return [{"role": "system", "content": SYSTEM},
@@ -59,7 +62,6 @@ _ECHO = re.compile(r"</?\s*(?:tool|query)\s*>|rewritten query\s*:|tool documenta
 
 def parse_rewrite(text: str | None, finish_reason: str | None, query: str, max_chars: int = 400) -> dict[str, Any]:
     """``{"rewrite", "status", "fallback", "reason"}``: the parsed rewrite, or ``query`` with the reason."""
-    from toolret.llm.parsing import detect_injection, parse_single
 
     parsed = parse_single(text, finish_reason=finish_reason, max_chars=10 * max_chars)
     if not parsed.ok:
@@ -119,8 +121,6 @@ class QTALLM(LazyCachedLLM):
     def store_dir(self) -> Path:
         """``data/qta/generations/<model slug>``: beside QTA's other committed files, outside
         ``data/generations`` (the generators' shard folders the synthetic catalogs depend on)."""
-        from toolret.llm.models import model_slug
-        from toolret.paths import project_dir
 
         return project_dir() / "data" / "qta" / "generations" / model_slug(self.store_model())
 
@@ -147,7 +147,6 @@ def generate(llm: QTALLM, requests: Sequence[SampleRequest], params: SamplingPar
 def rewrite_queries(llm: QTALLM, texts: Sequence[str], documents: Sequence[str],
                     cfg: QTAConfig) -> list[dict[str, Any]]:
     """One greedy rewrite per query (T_sub seeded by the query text): records with the parse outcome."""
-    from toolret.llm.base import sha256_text
 
     records, requests = [], []
     for text in texts:

@@ -15,8 +15,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from toolret.grid_report import (ci_cell, format_p, mean_ci, p_value, paired, paper_numbers, per_query, read_json,
-                                 read_variants, write_report_file)
+from toolret.grid_report import (
+    ci_cell,
+    format_p,
+    mean_ci,
+    p_value,
+    paired,
+    paper_numbers,
+    per_query,
+    read_json,
+    read_variants,
+    write_report_file,
+)
+from toolret.jsonl_artifacts import read_jsonl
+from toolret.methods.qta.changes import change_counts, change_rows
+from toolret.paths import data_dir
 
 METRICS = ("comp@5", "comp@10", "ndcg@5")
 
@@ -109,7 +122,6 @@ def pooled_rows(runs: Path, members: Sequence[str], metric: str = "comp@5") -> l
 
 def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, notes: str | None = None) -> Path:
     """``datasets``: the run keys (``qta.runs`` keys, e.g. ``mtrb-restbench-fold0of9``) to report."""
-    from toolret.paths import data_dir
 
     section = params.qta
     papers = paper_numbers("qta")
@@ -162,8 +174,6 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, note
 def change_section(rewrites: Path, sample: int = 8) -> tuple[list[str], dict[str, Any] | None]:
     """What the rewriter changes in the test requests (``toolret rewrite`` output): counts over all of them and
     the first ``sample`` (by query id) with the constraints kept and dropped (:mod:`toolret.methods.qta.changes`)."""
-    from toolret.jsonl_artifacts import read_jsonl
-    from toolret.methods.qta.changes import change_counts, change_rows
 
     if not rewrites.is_file():
         return [], None
@@ -186,7 +196,6 @@ def change_section(rewrites: Path, sample: int = 8) -> tuple[list[str], dict[str
 def synthetic_sections(runs: Path, section) -> tuple[list[str], dict[str, Any]]:
     """``qta.synthetic``: per benchmark, the grid on every test query (``<runs>/<benchmark>/qta-synthetic``) of the
     rewriter trained on its synthetic training catalog, with that catalog's preference data and adapter."""
-    from toolret.paths import data_dir
 
     lines, data = [], {}
     for bench, run in section.synthetic.runs.items():

@@ -21,7 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from toolret.atomic import atomic_directory, write_json
+from toolret.evaluation import run_info_path
+from toolret.llm.base import default_threads
+from toolret.llm.models import set_offline_env
 from toolret.methods.qta.config import QTAConfig
+from toolret.retrieval.finetune import last_complete_checkpoint as last
+from toolret.retrieval.models import name_adapter_base, store_adapter_half
 from toolret.training_log import training_loggers
 
 EXPERIMENT = "toolret-qta-training"
@@ -40,8 +45,6 @@ def work_dir(out: Path, cfg: QTAConfig, m: int, pairs: Sequence[dict[str, Any]])
 
 
 def last_complete_checkpoint(work: Path) -> str | None:
-    from toolret.retrieval.finetune import last_complete_checkpoint as last
-
     return last(work)
 
 
@@ -62,10 +65,6 @@ def train_adapter(pairs: Sequence[dict[str, Any]], cfg: QTAConfig, m: int, out: 
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import DPOConfig, DPOTrainer
 
-    from toolret.evaluation import run_info_path
-    from toolret.llm.base import default_threads
-    from toolret.llm.models import set_offline_env
-    from toolret.retrieval.models import name_adapter_base, store_adapter_half
 
     if not pairs:
         raise ValueError("qta: no preference pairs to train on (every round tied?)")

@@ -132,7 +132,6 @@ def load_artifact(path: str | Path, cfg: ReInvokeConfig) -> Any:
     """The records of an artifact file generated with ``cfg``'s generation settings and the current
     prompt version, in the view its consumer uses (synthetic: records; intents / hyde: ``{text: output}``);
     ``None`` when absent or generated differently (the component then asks the cached LLM)."""
-    from toolret.methods.reinvoke.generation import prompt_versions
 
     path = Path(path)
     name = path.name.removesuffix(".jsonl")

@@ -27,12 +27,20 @@ import numpy as np
 from toolret.atomic import atomic_directory
 from toolret.catalog.model import Catalog
 from toolret.errors import CatalogError
+from toolret.jsonl_artifacts import read_jsonl, write_jsonl
+from toolret.methods.reinvoke import artifacts
+from toolret.methods.reinvoke.artifacts import build_synthetic_queries, check_synthetic_records, load_synthetic
 from toolret.methods.reinvoke.config import ReInvokeConfig
 from toolret.methods.reinvoke.expansion import aggregate_embeddings, aggregate_scores, build_copies
 from toolret.methods.reinvoke.generation import LazyLLM, extract_intents, hyde_documents, queries_by_tool
 from toolret.methods.reinvoke.multiview import multiview_rank, ranking_score
+from toolret.methods.reinvoke.roundtrip import round_trip_consistency
+from toolret.methods.reinvoke.tool_vectors import copy_groups, write_vector_file
+from toolret.registry import COMPONENT_FILE, write_component_meta
 from toolret.retrieval.base import Ranking, default_query_ids
-from toolret.retrieval.embedding_store import EmbeddingStore
+from toolret.retrieval.bm25 import BM25Config, BM25Retriever
+from toolret.retrieval.dense import DenseConfig, DenseRetriever
+from toolret.retrieval.embedding_store import EmbeddingStore, encoder_fingerprint
 
 
 class MemoEncoder:
@@ -51,8 +59,6 @@ class MemoEncoder:
     def for_config(cls, dense_config) -> MemoEncoder:
         """A memo over the dense backbone, persisted in the dense config's embedding store
         (``dense.embedding_cache``: default ``<cache home>/embeddings``; ``"off"``: memory only)."""
-        from toolret.retrieval.dense import DenseConfig, DenseRetriever
-        from toolret.retrieval.embedding_store import encoder_fingerprint
 
         dense_config = dense_config or DenseConfig()
         store = dense_config.store()
@@ -152,8 +158,6 @@ class ReInvokeIndex:
             return
         if self.llm is None or self.artifact is None:
             raise CatalogError("reinvoke-qgen: fitting needs an LLM and an artifact path")
-        from toolret.jsonl_artifacts import write_jsonl
-        from toolret.methods.reinvoke.artifacts import build_synthetic_queries
 
         self._synthetic, meta = build_synthetic_queries(catalog, self.config, llm=self.llm)
         if self.compute_round_trip:
@@ -163,8 +167,6 @@ class ReInvokeIndex:
     def round_trip(self, catalog: Catalog) -> dict[str, Any]:
         """Round-trip consistency (paper Table 4): each synthetic query retrieving its own tool with the
         dense backbone over the plain documents."""
-        from toolret.methods.reinvoke.roundtrip import round_trip_consistency
-        from toolret.retrieval.dense import DenseRetriever
 
         dense = DenseRetriever(self.dense_config)
         dense.encode = lambda texts, show_progress=False: self.encoder.encode(texts)  # the shared memo
@@ -174,8 +176,6 @@ class ReInvokeIndex:
                 **round_trip_consistency(self._synthetic, dense, (1, 5, 10), n)}
 
     def _load_artifact(self, tool_ids: Sequence[str], documents: Sequence[str]) -> list[dict] | None:
-        from toolret.methods.reinvoke.artifacts import check_synthetic_records, load_synthetic
-
         if self._synthetic is None and self.artifact is not None:
             self._synthetic = load_synthetic(self.artifact, self.config)
         if self._synthetic is None:
@@ -214,7 +214,6 @@ class ReInvokeIndex:
             self._engine = BM25Retriever(self.bm25_config)
             self._engine.index(copy_ids, texts)
             return
-        from toolret.retrieval.dense import DenseRetriever
 
         self._engine = DenseRetriever(self.dense_config)  # only its faiss index is used; encoding goes via the memo
         if cfg.aggregation == "mean":  # one vector per tool: IP with it == mean of copy cosines
@@ -237,7 +236,6 @@ class ReInvokeIndex:
 
     def mean_vectors(self, texts: Sequence[str]) -> np.ndarray:
         """Each tool's mean copy embedding: committed vectors where the copies match, the rest encoded."""
-        from toolret.methods.reinvoke.tool_vectors import copy_groups
 
         n = len(self.tool_ids)
         groups = copy_groups(texts, self.owner, n)
@@ -260,7 +258,6 @@ class ReInvokeIndex:
     def write_tool_vectors(self, tool_ids: Sequence[str], documents: Sequence[str], out: str | Path,
                            meta: dict[str, Any] | None = None) -> Path:
         """Encode every tool's copies and write their mean vectors (:mod:`tool_vectors`) to ``out``."""
-        from toolret.methods.reinvoke.tool_vectors import copy_groups, write_vector_file
 
         if self.backbone != "dense" or self.encoder.fingerprint is None:
             raise ValueError("tool vectors are mean copy embeddings of an identified encoder: a dense backbone "
@@ -312,9 +309,6 @@ class ReInvokeIndex:
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> None:
-        from toolret.jsonl_artifacts import write_jsonl
-        from toolret.registry import write_component_meta
-
         with atomic_directory(path) as tmp:
             self._engine.save(tmp / "engine")
             np.save(tmp / "owner.npy", self.owner)
@@ -327,11 +321,6 @@ class ReInvokeIndex:
 
     @classmethod
     def load(cls, path: str | Path) -> ReInvokeIndex:
-        from toolret.jsonl_artifacts import read_jsonl
-        from toolret.registry import COMPONENT_FILE
-        from toolret.retrieval.bm25 import BM25Config, BM25Retriever
-        from toolret.retrieval.dense import DenseConfig, DenseRetriever
-
         path = Path(path)
         meta = json.loads((path / COMPONENT_FILE).read_text(encoding="utf-8"))
         syn = path / "synthetic_queries.jsonl"
@@ -382,15 +371,12 @@ class _CachedRewriter:
 
     def write_artifact(self, catalog: Catalog, split: str, out: str | Path) -> dict[str, Any]:
         """Generate the outputs of every judged query of ``split`` into ``out`` (JSONL + meta)."""
-        from toolret.methods.reinvoke import artifacts
 
         records, meta = getattr(artifacts, f"build_{self.kind}")(catalog, self.config, out, split=split, llm=self.llm)
         self._outputs.update({r["text"]: self._value(r) for r in records})
         return meta
 
     def save(self, path: str | Path) -> None:
-        from toolret.registry import write_component_meta
-
         with atomic_directory(path) as tmp:
             rows = [{"text": t, "output": v} for t, v in self._outputs.items()]
             (tmp / "outputs.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
@@ -399,11 +385,8 @@ class _CachedRewriter:
 
     @classmethod
     def load(cls, path: str | Path):
-        from toolret.registry import COMPONENT_FILE
-
         path = Path(path)
         meta = json.loads((path / COMPONENT_FILE).read_text(encoding="utf-8"))
-        from toolret.jsonl_artifacts import read_jsonl
 
         rows = read_jsonl(path / "outputs.jsonl")
         return cls(ReInvokeConfig.model_validate(meta["config"]), outputs={r["text"]: r["output"] for r in rows})

@@ -20,7 +20,24 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from toolret.catalog.synthetic import multi_api_job_prompts
+from toolret.llm.base import generate_generations
+from toolret.llm.engines import build_generator
 from toolret.llm.lazy import LazyCachedLLM
+from toolret.llm.models import KNOWN_MODELS
+from toolret.llm.parsing import REFUSAL, parse_list, parse_single, parse_text
+from toolret.llm.prompts import (
+    HYDE_PARAMS,
+    INTENT_PARAMS,
+    MULTI_GEN_PARAMS,
+    PROMPT_VERSIONS,
+    QUERY_GEN_PARAMS,
+    hyde_prompt,
+    intent_extraction_prompt,
+    multi_api_prompt,
+    query_generation_prompt,
+)
+from toolret.llm.shards import prompt_key
 from toolret.methods.reinvoke.config import ReInvokeConfig
 
 
@@ -34,8 +51,6 @@ class LazyLLM(LazyCachedLLM):
         return self.cfg.llm_engine
 
     def build(self):
-        from toolret.llm.engines import build_generator
-
         return build_generator(self.cfg.llm_engine, self.cfg.llm_model, device=self.cfg.llm_device,
                                batch_size=self.cfg.llm_batch_size, num_threads=self.cfg.llm_num_threads,
                                base_url=self.cfg.llm_base_url)
@@ -46,27 +61,19 @@ class LazyLLM(LazyCachedLLM):
 
 # ------------------------------------------------------------------ sampling settings
 def query_sampling(cfg: ReInvokeConfig):
-    from toolret.llm.prompts import QUERY_GEN_PARAMS
-
     return dataclasses.replace(QUERY_GEN_PARAMS, n=cfg.generate_queries, max_new_tokens=cfg.query_max_new_tokens,
                                temperature=cfg.temperature, top_p=cfg.top_p, seed=cfg.seed)
 
 
 def intent_sampling(cfg: ReInvokeConfig):
-    from toolret.llm.prompts import INTENT_PARAMS
-
     return dataclasses.replace(INTENT_PARAMS, max_new_tokens=cfg.intent_max_new_tokens)
 
 
 def hyde_sampling(cfg: ReInvokeConfig):
-    from toolret.llm.prompts import HYDE_PARAMS
-
     return dataclasses.replace(HYDE_PARAMS, max_new_tokens=cfg.hyde_max_new_tokens)
 
 
 def prompt_versions() -> dict[str, str]:
-    from toolret.llm.prompts import PROMPT_VERSIONS
-
     return dict(PROMPT_VERSIONS)
 
 
@@ -77,9 +84,6 @@ def generate_synthetic_queries(llm: LazyLLM, tool_ids: Sequence[str], documents:
 
     Record: ``tool_id, sample_index, query (None if unparsable), status, raw, finish_reason, n_tokens``.
     """
-    from toolret.llm.base import generate_generations
-    from toolret.llm.parsing import parse_single
-    from toolret.llm.prompts import query_generation_prompt
 
     if len(tool_ids) != len(documents):
         raise ValueError("tool_ids and documents differ in length")
@@ -110,7 +114,6 @@ def queries_by_tool(records: Sequence[dict[str, Any]], tool_ids: Sequence[str], 
 
 def parse_intents(text: str | None, finish_reason: str | None, query: str, max_intents: int) -> dict[str, Any]:
     """Parse one intent-extractor output; unparsable -> ``[query]`` with ``fallback: true``."""
-    from toolret.llm.parsing import REFUSAL, parse_list
 
     parsed = parse_list(text, finish_reason=finish_reason, max_items=max_intents)
     # parse_list keeps a refusal line as an item when it is the only line; an intent never is one
@@ -122,9 +125,6 @@ def parse_intents(text: str | None, finish_reason: str | None, query: str, max_i
 
 def extract_intents(llm: LazyLLM, texts: Sequence[str], cfg: ReInvokeConfig,
                     query_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    from toolret.llm.base import generate_generations
-    from toolret.llm.prompts import intent_extraction_prompt
-
     gens = generate_generations(llm.generator, [intent_extraction_prompt(t) for t in texts], intent_sampling(cfg))
     out = []
     for i, (text, g) in enumerate(zip(texts, gens)):
@@ -139,7 +139,6 @@ def extract_intents(llm: LazyLLM, texts: Sequence[str], cfg: ReInvokeConfig,
 def hyde_text(text: str | None, finish_reason: str | None, query: str) -> dict[str, Any]:
     """A hypothetical tool document: ``name: description`` if the output is the asked-for JSON object,
     else the cleaned free text; unusable -> the raw query (``fallback: true``)."""
-    from toolret.llm.parsing import parse_text
 
     parsed = parse_text(text, finish_reason=finish_reason)
     if not parsed.ok:
@@ -159,9 +158,6 @@ def hyde_text(text: str | None, finish_reason: str | None, query: str) -> dict[s
 
 def hyde_documents(llm: LazyLLM, texts: Sequence[str], cfg: ReInvokeConfig,
                    query_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    from toolret.llm.base import generate_generations
-    from toolret.llm.prompts import hyde_prompt
-
     gens = generate_generations(llm.generator, [hyde_prompt(t) for t in texts], hyde_sampling(cfg))
     out = []
     for i, (text, g) in enumerate(zip(texts, gens)):
@@ -189,7 +185,6 @@ def durable_job(kind: str, catalog, cfg: ReInvokeConfig, n: int | None = None):
     """The prompts and sampling settings of a Re-Invoke generation job over ``catalog``, as
     ``toolret generate-shards`` runs it: ``queries`` (every tool's original document, ``n`` samples,
     default ``generate_queries``) or ``intents`` (every judged test query)."""
-    from toolret.llm.prompts import intent_extraction_prompt, query_generation_prompt
 
     if kind == "queries":
         params = query_sampling(cfg)
@@ -202,10 +197,6 @@ def durable_job(kind: str, catalog, cfg: ReInvokeConfig, n: int | None = None):
 
 
 def _job(kind: str, catalog, params, n: int | None):
-    from toolret.llm.models import KNOWN_MODELS
-    from toolret.llm.prompts import intent_extraction_prompt, query_generation_prompt
-    from toolret.llm.shards import prompt_key
-
     cfg = params.reinvoke.component_config()
     prompts, sampling = durable_job(kind, catalog, cfg, n)
     template = query_generation_prompt("{document}") if kind == "queries" else intent_extraction_prompt("{query}")
@@ -230,10 +221,6 @@ def multi_api_job(catalog, params, n: int | None = None):
     """``toolret generate-shards --job synthetic-multi-api``: one request per multi-API group of the synthetic
     training catalog built from ``catalog`` (:func:`toolret.catalog.synthetic.multi_api_groups`), written by
     Re-Invoke's generator (same model, engine and shard store as its synthetic queries)."""
-    from toolret.catalog.synthetic import multi_api_job_prompts
-    from toolret.llm.models import KNOWN_MODELS
-    from toolret.llm.prompts import MULTI_GEN_PARAMS, PROMPT_VERSIONS, multi_api_prompt
-    from toolret.llm.shards import prompt_key
 
     cfg = params.reinvoke.component_config()
     prompts, spec = multi_api_job_prompts(catalog, params)

@@ -13,8 +13,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from toolret.grid_report import (SUMMARY, ci_cell, format_p, p_value, paper_numbers, read_json, read_variants,
-                                 write_report_file)
+from toolret.grid_report import (
+    SUMMARY,
+    ci_cell,
+    format_p,
+    p_value,
+    paper_numbers,
+    read_json,
+    read_variants,
+    write_report_file,
+)
+from toolret.paths import data_dir
 
 ROWS = [
     ("baseline", "(a) Baseline (dense)"),
@@ -116,7 +125,6 @@ def dataset_section(runs: Path, ds: str, kind: str | None, artifacts: Path, n: i
 
 def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, notes: str | None = None) -> Path:
     """Write the tables + JSON; text after :data:`toolret.report_file.NOTES_MARKER` in an existing ``out`` is kept."""
-    from toolret.paths import data_dir
 
     sections, data = [], {}
     section = params.reinvoke

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from toolret.evaluate_api import Qrels, Run, evaluate
 from toolret.roles import Retriever
 
 
@@ -26,7 +27,6 @@ def round_trip_consistency(records: Sequence[dict[str, Any]], retriever: Retriev
     Returns:
         ``{"n_queries", "recall@k": ..., "ci95": {...}}``.
     """
-    from toolret.evaluate_api import Qrels, Run, evaluate
 
     use = [r for r in records if r.get("query") and (n is None or r["sample_index"] < n)]
     if not use:

@@ -14,6 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from toolret.errors import CatalogError
+from toolret.retrieval.dense import DenseConfig
+
 FILE = "classifier.json"
 
 
@@ -58,9 +61,6 @@ class QueryTypeClassifier:
 
     @classmethod
     def load(cls, folder: str | Path) -> QueryTypeClassifier:
-        from toolret.errors import CatalogError
-        from toolret.retrieval.dense import DenseConfig
-
         path = Path(folder) / FILE
         try:
             meta = json.loads(path.read_text(encoding="utf-8"))

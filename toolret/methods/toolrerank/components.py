@@ -22,8 +22,15 @@ import numpy as np
 from toolret.atomic import atomic_directory
 from toolret.catalog.model import Catalog, Tool
 from toolret.errors import CatalogError
+from toolret.jsonl_artifacts import read_jsonl
+from toolret.methods.toolrerank.algorithms import adaptive_truncation
 from toolret.methods.toolrerank.config import ToolRerankConfig
+from toolret.methods.toolrerank.rerank import QueryView, fuse_with_first_stage, rank_rows, rerank_m, toolrerank
+from toolret.methods.toolrerank.training import artifact_complete
+from toolret.paths import project_path
+from toolret.registry import COMPONENT_FILE, write_component_meta
 from toolret.retrieval.base import Ranking
+from toolret.retrieval.dense import DenseConfig
 
 
 def view_texts(queries: Sequence[str], rewrites: Sequence[Sequence[str]] | None) -> list[list[str]]:
@@ -47,8 +54,6 @@ class ToolRerankReranker:
     def __init__(self, config: ToolRerankConfig, artifact: str | Path, *, plain_m: int | None = None,
                  dense_config=None, trainer: Callable[[], Any] | None = None,
                  oracle: Mapping[str, bool] | None = None, expected_key: Mapping[str, Any] | None = None) -> None:
-        from toolret.retrieval.dense import DenseConfig
-
         self.config = config
         self.artifact = Path(artifact)
         self.plain_m = plain_m
@@ -80,8 +85,6 @@ class ToolRerankReranker:
 
     @property
     def trained(self) -> bool:
-        from toolret.methods.toolrerank.training import artifact_complete
-
         return artifact_complete(self.artifact)
 
     def fit(self, catalog: Catalog) -> None:
@@ -192,8 +195,6 @@ class ToolRerankReranker:
                rewrites: Sequence[Sequence[str]] | None = None) -> Ranking:
         from tqdm import tqdm
 
-        from toolret.methods.toolrerank.algorithms import adaptive_truncation
-        from toolret.methods.toolrerank.rerank import QueryView, fuse_with_first_stage, rank_rows, rerank_m, toolrerank
 
         if not self.tool_ids:
             raise CatalogError(f"{self.name}: rerank before index")
@@ -258,8 +259,6 @@ class ToolRerankReranker:
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> None:
-        from toolret.registry import write_component_meta
-
         with atomic_directory(path) as tmp:
             rows = [{"id": t.id, "name": t.name, "tool": t.tool, "category": t.category, "document": d}
                     for t, d in zip(self.tools, self.documents)]
@@ -272,16 +271,11 @@ class ToolRerankReranker:
 
     @classmethod
     def load(cls, path: str | Path) -> ToolRerankReranker:
-        from toolret.registry import COMPONENT_FILE
-        from toolret.retrieval.dense import DenseConfig
-
         path = Path(path)
         meta = json.loads((path / COMPONENT_FILE).read_text(encoding="utf-8"))
-        from toolret.paths import project_path
 
         r = cls(ToolRerankConfig.model_validate(meta["config"]), project_path(meta["artifact"]), plain_m=meta.get("plain_m"),
                 dense_config=DenseConfig.model_validate(meta["dense"]), oracle=meta.get("oracle"))
-        from toolret.jsonl_artifacts import read_jsonl
 
         rows = read_jsonl(path / "tools.jsonl")
         r.tools = [Tool(id=x["id"], name=x["name"], docs={"original": x["document"]}, tool=x["tool"],

@@ -25,7 +25,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from toolret.atomic import atomic_directory
 from toolret.errors import CrossEncoderCollapsed
+from toolret.provenance import sha256_tree
+from toolret.retrieval.finetune import last_complete_checkpoint
+from toolret.retrieval.models import (
+    adapter_base,
+    is_adapter,
+    merge_adapters,
+    name_adapter_base,
+    offline,
+    resolve_encoder,
+)
 
 if TYPE_CHECKING:
     from toolret.retrieval.models import LoraSettings
@@ -106,7 +117,6 @@ def load_cross_encoder(folder: str | Path, max_length: int, device: str = "cpu",
     saved LoRA adapter folder loads its base encoder with the adapter and the trained head."""
     from sentence_transformers.cross_encoder import CrossEncoder
 
-    from toolret.retrieval.models import adapter_base, is_adapter, merge_adapters, offline, resolve_encoder
 
     offline()
     if not new_head and is_adapter(folder):
@@ -146,13 +156,9 @@ def train_cross_encoder(examples: Sequence[tuple], out_dir: str | Path, *, base_
     import tempfile
 
     from datasets import Dataset
-    from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
+    from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments, losses
     from transformers import set_seed
-    from sentence_transformers.cross_encoder import losses
 
-    from toolret.atomic import atomic_directory
-    from toolret.retrieval.finetune import last_complete_checkpoint
-    from toolret.retrieval.models import is_adapter, name_adapter_base
 
     if loss not in ("bce", "in_batch"):
         raise ValueError(f"toolrerank.loss must be 'bce' or 'in_batch', not {loss!r}")
@@ -228,7 +234,6 @@ def train_cross_encoder(examples: Sequence[tuple], out_dir: str | Path, *, base_
 
 def model_fingerprint(folder: str | Path, max_length: int, quantize: bool = False) -> str:
     """Identity of a scoring function: the model folder's content hash, the input length, int8 or not."""
-    from toolret.provenance import sha256_tree
 
     ident = {"weights": sha256_tree(folder), "max_length": max_length, "activation": "sigmoid"}
     if quantize:

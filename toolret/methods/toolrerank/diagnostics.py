@@ -22,6 +22,11 @@ from typing import Any
 
 import numpy as np
 
+from toolret.errors import CatalogError
+from toolret.methods.toolrerank.crossencoder import CrossEncoderScorer, hard_negative_pool
+from toolret.methods.toolrerank.training import first_stage, read_report, sample_queries
+from toolret.retrieval.dense import DenseRetriever
+
 
 def separation_auc(a: Sequence[float], b: Sequence[float]) -> float:
     """P(score of a random ``a`` item > score of a random ``b`` item), ties counted half (scipy's U)."""
@@ -35,9 +40,6 @@ def separation_auc(a: Sequence[float], b: Sequence[float]) -> float:
 def separation_pairs(catalog, retriever, n_queries: int, seed: int, depth: int = 30, per_query: int = 3,
                      docs: str = "original") -> dict[str, list[tuple[str, str]]]:
     """Gold, hard and random (query, document) pairs for ``n_queries`` seeded dev queries."""
-    from toolret.errors import CatalogError
-    from toolret.methods.toolrerank.crossencoder import hard_negative_pool
-    from toolret.methods.toolrerank.training import sample_queries
 
     dev = sample_queries(catalog.split("dev"), n_queries, seed)
     if not dev:
@@ -65,9 +67,6 @@ def _aucs(scores: dict[str, np.ndarray]) -> dict[str, float]:
 
 def diagnose(catalog, artifact: str | Path, params, n_queries: int = 200, seed: int = 99) -> dict[str, Any]:
     """Cross-encoder and first-stage AUCs on ``n_queries`` dev queries of ``catalog``."""
-    from toolret.methods.toolrerank.crossencoder import CrossEncoderScorer
-    from toolret.methods.toolrerank.training import first_stage, read_report
-    from toolret.retrieval.dense import DenseRetriever
 
     cfg = params.toolrerank.component_config()
     report = read_report(artifact)

@@ -24,8 +24,21 @@ from typing import Any
 
 import numpy as np
 
-from toolret.grid_report import (format_p, markdown_table, paired, paper_numbers, per_query, read_variants,
-                                 write_report_file)
+from toolret.catalog.registry import load_dataset
+from toolret.grid_report import (
+    format_p,
+    markdown_table,
+    paired,
+    paper_numbers,
+    per_query,
+    read_variants,
+    write_report_file,
+)
+from toolret.methods.toolrerank import artifact_path
+from toolret.methods.toolrerank.classifier import QueryTypeClassifier
+from toolret.methods.toolrerank.hierarchy import is_multi_tool
+from toolret.methods.toolrerank.training import artifact_complete, read_report, read_seen
+from toolret.paths import project_dir
 
 MAIN_ROWS = [("bm25", "BM25"), ("dense", "dense (MiniLM zero-shot)"), ("hybrid", "hybrid (BM25 + dense)"),
              ("first_stage", "first stage (toolrerank.first_stage)"), ("rerank-10", "Rerank-10"),
@@ -66,8 +79,6 @@ def _query_groups(catalog, seen) -> dict[str, str]:
 
 
 def dataset_data(runs: Path, ds: str, catalog, seen, classifier) -> dict[str, Any] | None:
-    from toolret.methods.toolrerank.hierarchy import is_multi_tool
-
     run_dir = runs / ds / "toolrerank-ablations"
     variants = read_variants(run_dir)
     if variants is None:
@@ -113,12 +124,6 @@ def _main_table(data: dict[str, Any], columns: dict[str, str], paper: dict[str, 
 
 
 def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, notes: str | None = None) -> Path:
-    from toolret.catalog.registry import load_dataset
-    from toolret.methods.toolrerank.classifier import QueryTypeClassifier
-    from toolret.methods.toolrerank.training import artifact_complete, read_report, read_seen
-    from toolret.methods.toolrerank import artifact_path
-    from toolret.paths import project_dir
-
     section = params.toolrerank
     artifact = artifact_path(section)
     seen = read_seen(artifact, section.seen_level)

@@ -23,6 +23,9 @@ from toolret.methods.toolrerank.algorithms import (
     rerank_order,
     single_tool_rerank,
 )
+from toolret.metrics import per_query_metrics
+from toolret.retrieval.base import Ranking
+from toolret.retrieval.fusion import weighted_rrf
 
 MODES = ("none", "single", "multi")
 
@@ -138,7 +141,6 @@ def grid_search(views: Sequence[QueryView], modes: Sequence[str], gold: Sequence
     on their queries and the mean is the sum of both parts. Ties go to the setting closest to
     ``preferred`` (per parameter, in grid steps).
     """
-    from toolret.metrics import per_query_metrics
 
     k = int(metric.split("@")[1]) if "@" in metric else 5
     qid = [str(i) for i in range(len(views))]
@@ -185,7 +187,6 @@ def grid_search(views: Sequence[QueryView], modes: Sequence[str], gold: Sequence
 def rank_rows(rows: list[list[int]], query_ids: list[str], tool_ids: list[str], k: int):
     """Ranked tool positions per query as a :class:`~toolret.retrieval.base.Ranking` of width
     ``min(k, longest row)`` with rank-derived scores ``1 / (1 + rank0)``."""
-    from toolret.retrieval.base import Ranking
 
     width = min(k, max((len(r) for r in rows), default=0))
     indices = np.full((len(rows), width), -1, dtype=np.int64)
@@ -202,7 +203,6 @@ def fuse_with_first_stage(reranked, first, ce_weight: float, k: int):
     first stage ``1 - ce_weight``); ``ce_weight`` 1 is the reranked order itself (the paper)."""
     if ce_weight >= 1.0:
         return reranked
-    from toolret.retrieval.fusion import weighted_rrf
 
     return weighted_rrf([reranked, first], [ce_weight, 1.0 - ce_weight], k)
 
@@ -212,7 +212,6 @@ def select_ce_weight(reranked: Sequence[list[int]], first: Sequence[list[int]], 
     """The ``ce_weight`` of :func:`fuse_with_first_stage` with the best mean ``metric`` on the dev queries
     (``reranked`` / ``first``: each query's reranked and first-stage candidate positions); ties go to the
     larger weight (the closer to the paper's reranked order alone)."""
-    from toolret.metrics import per_query_metrics
 
     k = int(metric.split("@")[1]) if "@" in metric else 5
     qid = [str(i) for i in range(len(reranked))]

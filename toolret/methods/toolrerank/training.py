@@ -27,11 +27,36 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from toolret.artifact_key import fingerprint, make_key
+from toolret.atomic import atomic_directory, write_json
 from toolret.catalog.model import Catalog
-from toolret.errors import CatalogError
+from toolret.catalog.registry import load_dataset_for
 from toolret.catalog.select import sample_queries
+from toolret.errors import CatalogError
+from toolret.methods.toolrerank.classifier import QueryTypeClassifier
 from toolret.methods.toolrerank.config import PAPER_BEST, ToolRerankConfig
+from toolret.methods.toolrerank.crossencoder import (
+    CrossEncoderScorer,
+    mine_training_pairs,
+    mine_training_tuples,
+    train_cross_encoder,
+)
+from toolret.methods.toolrerank.hierarchy import SeenSet, apis_by_tool, is_multi_tool, parent_tool
+from toolret.methods.toolrerank.rerank import (
+    Library,
+    QueryView,
+    Setting,
+    grid_search,
+    rerank_m,
+    select_ce_weight,
+    toolrerank,
+)
+from toolret.metrics import per_query_metrics
+from toolret.registry import BuildContext, build_component, component
 from toolret.retrieval.committed_checkpoint import checkpoint_dir
+from toolret.retrieval.dense import DenseRetriever
+from toolret.retrieval.models import is_adapter
+from toolret.roles import Corpus, index_retriever
 
 if TYPE_CHECKING:
     from toolret.config import CoreParams
@@ -54,8 +79,6 @@ def read_report(folder: str | Path) -> dict[str, Any]:
 
 
 def read_seen(folder: str | Path, level: str = "api"):
-    from toolret.methods.toolrerank.hierarchy import SeenSet
-
     path = Path(folder) / SEEN
     try:
         return SeenSet(json.loads(path.read_text(encoding="utf-8"))["apis"], level)
@@ -73,7 +96,6 @@ def committed_key(work: Path, train: list, catalog: Catalog, documents: list[str
     """The key of a cross-encoder training's committed checkpoint: its work folder's (settings, catalog name
     and size) and the content it trains on (the sampled training queries, their gold tools, the documents), so
     that a checkpoint of a rebuilt catalog is never resumed."""
-    from toolret.artifact_key import fingerprint
 
     data = {"train": [[q.id, q.text, sorted(catalog.gold(q.id))] for q in train], "documents": documents}
     return f"{work.name.rsplit('.work-', 1)[-1]}-{fingerprint(data)[:12]}"
@@ -81,8 +103,6 @@ def committed_key(work: Path, train: list, catalog: Catalog, documents: list[str
 
 def first_stage(catalog: Catalog, config: ToolRerankConfig, params: CoreParams, docs: str):
     """The retriever named by ``config.first_stage``, fitted and indexed on ``catalog``."""
-    from toolret.registry import BuildContext, build_component, component
-    from toolret.roles import Corpus, index_retriever
 
     if component(config.first_stage).role != "retriever":
         raise CatalogError(f"toolrerank.first_stage {config.first_stage!r} is not a retriever")
@@ -93,9 +113,6 @@ def first_stage(catalog: Catalog, config: ToolRerankConfig, params: CoreParams, 
 
 
 def library(tools, seen):
-    from toolret.methods.toolrerank.hierarchy import apis_by_tool, parent_tool
-    from toolret.methods.toolrerank.rerank import Library
-
     return Library(parents=[parent_tool(t) for t in tools], seen=np.array([seen.seen(t) for t in tools], dtype=bool),
                    seen_tools=set(seen.tools), by_tool=apis_by_tool(tools))
 
@@ -110,8 +127,6 @@ def artifact_key(config: ToolRerankConfig, params: CoreParams, train_dataset: st
     """The inputs of a ToolRerank artifact (:mod:`toolret.artifact_key`): the training settings, the training
     data (a MANIFEST-verified dataset and the dev carving of ``catalog``), the base encoder, and the first
     stage that mines hard negatives and feeds the dev grid (its name and section)."""
-    from toolret.artifact_key import fingerprint, make_key
-    from toolret.registry import component
 
     training = {k: v for k, v in config.training().to_dict().items() if k not in ("base_model", "train_dataset")}
     if not training["mix_datasets"]:  # nothing mixed in: the key of artifacts made before mixing existed
@@ -129,11 +144,6 @@ def artifact_key(config: ToolRerankConfig, params: CoreParams, train_dataset: st
 def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParams, out_dir: str | Path,
                    docs: str = "original") -> dict[str, Any]:
     """Train (cross-encoder, classifier), select on dev, and write the artifact to ``out_dir``."""
-    from toolret.atomic import atomic_directory, write_json
-    from toolret.methods.toolrerank.classifier import QueryTypeClassifier
-    from toolret.methods.toolrerank.crossencoder import CrossEncoderScorer, train_cross_encoder
-    from toolret.methods.toolrerank.hierarchy import SeenSet, is_multi_tool
-    from toolret.retrieval.models import is_adapter
 
     out_dir = Path(out_dir)
     train_all = catalog.split("train")
@@ -214,7 +224,6 @@ def select_on(queries, catalog: Catalog, retriever, scorer, classifier, seen, co
     first-stage top ``candidates`` scored once (score cache), each query routed by ``classifier``, ``seen`` the
     training APIs. ``search["selected"]`` holds m_s / m_u / tau_s / tau_m / n / ce_weight; ``dev_baselines`` the
     first stage, Rerank-m and the hierarchy variants (oracle: the queries' gold query types) at that setting."""
-    from toolret.methods.toolrerank.hierarchy import is_multi_tool
 
     lib = library(catalog.tools, seen)
     pos = {t: i for i, t in enumerate(catalog.tool_ids)}
@@ -237,8 +246,6 @@ def grid_command(args, params: CoreParams, catalog: Catalog) -> None:
     """``toolret toolrerank-grid``: :func:`select_on` for a trained ``--artifact`` on ``--queries`` seeded queries of
     a catalog's ``--split`` (a dev catalog shaped like the target, never a benchmark's test split), beside the
     setting the artifact selected on its own dev split; JSON on stdout."""
-    from toolret.methods.toolrerank.classifier import QueryTypeClassifier
-    from toolret.methods.toolrerank.crossencoder import CrossEncoderScorer
 
     artifact = Path(args.artifact)
     report = read_report(artifact)
@@ -258,7 +265,6 @@ def grid_command(args, params: CoreParams, catalog: Catalog) -> None:
 
 def _mixed_catalogs(config: ToolRerankConfig, params: CoreParams) -> list[tuple[Catalog, list]]:
     """``(catalog, its sampled training queries)`` for each of ``config.mix_datasets``."""
-    from toolret.catalog.registry import load_dataset_for
 
     out = []
     for name in config.mix_datasets:
@@ -272,7 +278,6 @@ def _mixed_catalogs(config: ToolRerankConfig, params: CoreParams) -> list[tuple[
 
 def _mine(queries, catalog: Catalog, retriever, documents: list[str], config: ToolRerankConfig) -> list:
     """Training examples of ``queries`` (gold + the first stage's hard negatives over ``catalog``)."""
-    from toolret.methods.toolrerank.crossencoder import mine_training_pairs, mine_training_tuples
 
     pos = {t: i for i, t in enumerate(catalog.tool_ids)}
     texts, golds = [q.text for q in queries], [{pos[t] for t in catalog.gold(q.id)} for q in queries]
@@ -286,14 +291,10 @@ def _mine(queries, catalog: Catalog, retriever, documents: list[str], config: To
 
 
 def _document_embeddings(params: CoreParams, documents: list[str]) -> np.ndarray:
-    from toolret.retrieval.dense import DenseRetriever
-
     return DenseRetriever(params.dense).encode_documents(documents)
 
 
 def _views(queries, cands, scorer, documents, emb):
-    from toolret.methods.toolrerank.rerank import QueryView
-
     def view(text, row):
         return QueryView(row, score_fn=lambda items: scorer.score_pairs([(text, documents[i]) for i in items]),
                          sim_fn=lambda items: emb[items] @ emb[items].T)
@@ -302,8 +303,6 @@ def _views(queries, cands, scorer, documents, emb):
 
 
 def _grid_search(views, modes, gold, lib, grid, config: ToolRerankConfig) -> dict[str, Any]:
-    from toolret.methods.toolrerank.rerank import grid_search
-
     values = {k: getattr(grid, k) for k in ("m_s", "m_u", "tau_s", "tau_m", "n")}
     return grid_search(views, modes, gold, lib, values, grid.metric, PAPER_BEST,
                        extend_unseen=config.extend_unseen, extend_seen=config.extend_seen)
@@ -312,7 +311,6 @@ def _grid_search(views, modes, gold, lib, grid, config: ToolRerankConfig) -> dic
 def _select_ce_weight(views, modes, gold, lib, selected, config: ToolRerankConfig) -> dict[str, Any]:
     """``grid.ce_weight``: the fusion weight of the reranked order (at the selected setting) with the first
     stage's, chosen on the same dev queries after the rest of the grid."""
-    from toolret.methods.toolrerank.rerank import Setting, select_ce_weight, toolrerank
 
     s = Setting(**selected, extend_unseen=config.extend_unseen, extend_seen=config.extend_seen)
     reranked = [toolrerank(v, m, s, lib) for v, m in zip(views, modes)]
@@ -322,8 +320,6 @@ def _select_ce_weight(views, modes, gold, lib, selected, config: ToolRerankConfi
 
 def _dev_baselines(views, gold, lib, selected, config, modes, oracle, metric) -> dict[str, float]:
     """Dev ``metric`` of the first stage, Rerank-m and the hierarchy variants at the selected setting."""
-    from toolret.methods.toolrerank.rerank import Setting, rerank_m, toolrerank
-    from toolret.metrics import per_query_metrics
 
     k = int(metric.split("@")[1])
     gold_map = {str(i): {str(t) for t in g} for i, g in enumerate(gold)}
