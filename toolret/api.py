@@ -24,6 +24,7 @@ from typing import Any
 
 from toolret.adapt import adapt as _adapt
 from toolret.adapt import resolve_index
+from toolret.catalog.io import load_catalog as load_folder
 from toolret.catalog.model import Catalog, Tool
 from toolret.catalog.registry import load_dataset
 from toolret.catalog.tool_records import id_record
@@ -53,7 +54,6 @@ def load_catalog(path_or_name: str | Path, *, root: str | Path | None = None) ->
     """A catalog folder (curated, imported, or any BEIR layout) or a named dataset of the datasets folder
     (``root``: default ``../shared/datasets`` / ``$TOOLRET_DATA_SOURCE``; files verified by checksum)."""
     if Path(path_or_name).is_dir():
-        from toolret.catalog.io import load_catalog as load_folder
 
         return load_folder(path_or_name)
 

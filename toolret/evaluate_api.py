@@ -50,6 +50,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+import toolret.metrics as tm
+from toolret.atomic import atomic_path
 from toolret.errors import EvaluationError
 
 if TYPE_CHECKING:
@@ -97,8 +99,6 @@ def _trec_fields(path: Path, n: int, kind: str) -> Iterator[tuple[str, list[str]
 
 
 def _write_lines(path: Path, lines: list[str]) -> Path:
-    from toolret.atomic import atomic_path
-
     with atomic_path(path) as tmp:
         tmp.write_text("".join(lines), encoding="utf-8")
     return path
@@ -556,7 +556,6 @@ def evaluate(run: Run, qrels: Qrels, ks: Sequence[int] = DEFAULT_KS, metrics: Se
         EvaluationError: a run query absent from the qrels (named), an unknown metric or cutoff, or no
             query with a relevant tool.
     """
-    import toolret.metrics as tm
 
     if not isinstance(run, Run) or not isinstance(qrels, Qrels):
         raise TypeError(f"evaluate(run: Run, qrels: Qrels), got {type(run).__name__} and {type(qrels).__name__}")
@@ -685,7 +684,6 @@ def compare(results: Mapping[str, EvalResult], baseline: str | Sequence[str] | N
     Raises:
         EvaluationError: a baseline that is not among ``results``.
     """
-    import toolret.metrics as tm
 
     names = list(results)
     pool_names = [baseline] if isinstance(baseline, str) else (None if baseline is None else list(baseline))

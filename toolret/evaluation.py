@@ -22,18 +22,22 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from toolret import __version__
 from toolret.atomic import atomic_path, write_json
 from toolret.catalog.model import Catalog
+from toolret.config import apply_overrides
 from toolret.errors import CatalogError
+from toolret.evaluate_api import Qrels, Run, evaluate
+from toolret.metrics import paired_test
+from toolret.paths import project_dir
+from toolret.paths import project_dir as default_project_dir
+from toolret.provenance import canonical_sha256, dvc_out, git_state, package_revision, read_dvc_lock, sha256_tree
 from toolret.retrieval.base import Ranking
 from toolret.roles import Retriever
-
-if TYPE_CHECKING:
-    from toolret.evaluate_api import Qrels
 
 LATENCY_SAMPLE = 100  # queries timed one at a time for p50/p95 latency
 
@@ -62,7 +66,6 @@ def qrels_from_catalog(catalog: Catalog, query_ids: Sequence[str] | None = None)
     gold gets an empty judgement (``evaluate`` skips it). The adapter lives here, not in
     :mod:`toolret.evaluate_api`, so that the evaluation API imports no catalog code.
     """
-    from toolret.evaluate_api import Qrels
 
     qids = list(catalog.qrels) if query_ids is None else list(query_ids)
     return Qrels.from_gold({q: catalog.gold(q) for q in qids})
@@ -72,7 +75,6 @@ def score_ranking(ranking: Ranking, catalog: Catalog, ks: Sequence[int], bootstr
                   seed: int = 13) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Metrics, CIs and per-query rows of a ranking against the catalog's qrels
     (:func:`toolret.evaluate_api.evaluate` of the ranking's run and the catalog's gold)."""
-    from toolret.evaluate_api import Run, evaluate
 
     run = Run.from_ranking(ranking)
     qrels = qrels_from_catalog(catalog, ranking.query_ids)
@@ -104,7 +106,6 @@ def evaluate_retriever(retriever: Retriever, catalog: Catalog, *, method: str, d
     ranking = rank_split(retriever, catalog, split, k)
     search_s = time.perf_counter() - t0
     if run_path is not None:
-        from toolret.evaluate_api import Run
 
         Run.from_ranking(ranking).to_trec(run_path, tag=method)
     scores, rows = score_ranking(ranking, catalog, ks, bootstrap_samples, seed)
@@ -188,9 +189,6 @@ def write_result(result: dict[str, Any], rows: list[dict[str, Any]], output: str
 
 
 def provenance(catalog: Catalog, params: dict[str, Any], artifacts: dict[str, str] | None = None) -> dict[str, Any]:
-    from toolret.paths import project_dir
-    from toolret.provenance import git_state
-
     return {
         "git_sha": git_state(project_dir()).label,
         "params": params,
@@ -270,8 +268,6 @@ class _ModelFinder:
     generations). No component is imported here: components name their own models."""
 
     def __init__(self, project_dir: Path) -> None:
-        from toolret.provenance import read_dvc_lock
-
         self.root = project_dir.resolve()
         self.data = self.root / "data"
         self.lock = read_dvc_lock(self.root)
@@ -317,7 +313,6 @@ class _ModelFinder:
     def _located(self, path: Path) -> dict[str, Any]:
         """``name`` (project-relative where inside the project), ``revision`` (content sha256) and, where
         ``dvc.lock`` records the path or a folder above it, ``dvc`` ``{path, md5}``."""
-        from toolret.provenance import dvc_out, sha256_tree
 
         entry: dict[str, Any] = {"name": self.portable(path), "revision": f"sha256:{sha256_tree(path)}"}
         found = dvc_out(path, self.root, self.lock)
@@ -338,8 +333,6 @@ class _ModelFinder:
             raise ValueError(f"record_models(): unknown model role in {ref!r} (encoder or generator)")
 
     def encoder(self, ref: dict[str, Any]) -> None:
-        from toolret.provenance import package_revision, sha256_tree
-
         package, folder = ref.pop("package", None), Path(ref.pop("folder"))
         if package is not None:  # a packaged encoder: the installed package's name==version
             revision = package_revision(package) or f"sha256:{sha256_tree(folder)}"
@@ -391,7 +384,6 @@ def pipeline_models(components: Sequence[Any], project_dir: str | Path | None = 
     ``name==version`` for a packaged encoder, else ``sha256:`` of the folder's content; a LoRA adapter names
     its ``base``), ``generator`` (an LLM: ``engine``, ``revision`` where known) or ``artifact`` (a project
     file / folder under ``data/`` the pipeline reads); ``dvc`` ``{path, md5}`` where ``dvc.lock`` records it."""
-    from toolret.paths import project_dir as default_project_dir
 
     finder = _ModelFinder(Path(project_dir) if project_dir is not None else default_project_dir())
     for c in components:
@@ -404,10 +396,8 @@ def record_condition(spec_text: str, spec: Any, params: Any, components: Sequenc
     """``(condition, devices)``: the pipeline spec as given, its components, the params sections they read
     (``Component.sections``) with the sha256 of their canonical JSON (after a named pipeline's own settings),
     and the models (:func:`pipeline_models`)."""
-    from toolret.provenance import canonical_sha256
 
     if getattr(spec, "settings", None):
-        from toolret.config import apply_overrides
 
         params = apply_overrides(params, dict(spec.settings))
     dumped = params.model_dump(mode="json")
@@ -441,9 +431,6 @@ def produced_by(seconds: float, devices: set[str], project_dir: str | Path | Non
     ``toolret_version``, ``seconds`` (wall time, 0.1 s), ``device`` (what the models ran on) and ``cpus``."""
     import os
 
-    from toolret import __version__
-    from toolret.paths import project_dir as default_project_dir
-    from toolret.provenance import git_state
 
     # the records under results/ a re-recording run has already rewritten are its outputs, not changed inputs
     state = git_state(project_dir if project_dir is not None else default_project_dir(), ignore=("results/",))
@@ -466,7 +453,6 @@ def grid_summary(dataset: str, grid_key: str, grid: dict[str, Any],
                  results: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, Any]:
     """Metrics, CIs and component stats of every grid row, each paired-tested (randomization test,
     seeded) against its ``baseline`` row on the same queries."""
-    from toolret.metrics import paired_test
 
     per_query = {name: {m: np.array([r[m] for r in rows]) for m in GRID_TEST_METRICS if rows and m in rows[0]}
                  for name, (_, rows) in results.items()}

@@ -30,6 +30,7 @@ import numpy as np
 from toolret.atomic import atomic_directory
 from toolret.catalog.model import Tool
 from toolret.catalog.tool_records import TOOLS_FILE, catalog_summary, read_tools, tool_record, write_tools
+from toolret.config import apply_overrides
 from toolret.errors import CatalogError
 from toolret.registry import BuildContext, build_component, load_component, parse_spec
 from toolret.retrieval.base import Ranking, default_query_ids
@@ -158,7 +159,6 @@ def build_pipeline(spec: str | PipelineSpec, catalog: Catalog, params: CoreParam
 
     spec = parse_spec(spec, params=params) if isinstance(spec, str) else spec
     if spec.settings:  # a registered pipeline's own params (NamedPipeline.settings)
-        from toolret.config import apply_overrides
 
         params = apply_overrides(params, dict(spec.settings))
     ctx = BuildContext(catalog, params, model)

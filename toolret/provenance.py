@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from toolret.paths import load_yaml_file
+
 
 @dataclass(frozen=True)
 class GitState:
@@ -102,7 +104,6 @@ def package_revision(module: str) -> str | None:
 
 def read_dvc_lock(project_dir: str | Path) -> dict[str, Any]:
     """The parsed ``dvc.lock`` of a project (``{}`` when there is none)."""
-    from toolret.paths import load_yaml_file
 
     lock = Path(project_dir) / "dvc.lock"
     if not lock.is_file():
@@ -110,7 +111,7 @@ def read_dvc_lock(project_dir: str | Path) -> dict[str, Any]:
     return load_yaml_file(lock) or {}
 
 
-def _entries(lock: dict[str, Any], section: str) -> list[tuple[str, dict[str, Any]]]:
+def lock_entries(lock: dict[str, Any], section: str) -> list[tuple[str, dict[str, Any]]]:
     out = []
     for stage, body in (lock.get("stages") or {}).items():
         for entry in body.get(section) or []:
@@ -132,7 +133,7 @@ def dvc_out(path: str | Path, project_dir: str | Path = ".", lock: dict[str, Any
     lock = read_dvc_lock(project_dir) if lock is None else lock
     for section in ("outs", "deps"):
         best: tuple[str, str] | None = None
-        for _, entry in _entries(lock, section):
+        for _, entry in lock_entries(lock, section):
             epath = str(entry["path"]).rstrip("/")
             if rel == epath or rel.startswith(epath + "/"):
                 md5 = entry.get("md5")
@@ -168,4 +169,4 @@ def stage_versions(stage: str, project_dir: str | Path = ".", lock: dict[str, An
 
 
 __all__ = ["GitState", "canonical_json", "canonical_sha256", "dvc_md5", "dvc_out", "git_state", "package_revision",
-           "read_dvc_lock", "sha256_file", "sha256_tree", "stage_versions"]
+           "lock_entries", "read_dvc_lock", "sha256_file", "sha256_tree", "stage_versions"]

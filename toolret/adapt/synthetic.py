@@ -40,6 +40,7 @@ from typing import Any
 from toolret.catalog.model import Catalog, Query, Tool
 from toolret.catalog.synthetic import compose_requests
 from toolret.errors import AdaptInputError, LLMServerError
+from toolret.llm.engines import build_generator
 from toolret.llm.lazy import LazyCachedLLM
 from toolret.llm.models import model_slug
 from toolret.llm.parsing import parse_single
@@ -187,7 +188,6 @@ def _generate_prompts(prompts: list[Any], sampling: Any, spec: GeneratorSpec, ou
     cfg = _llm_config(spec)
     llm = LazyCachedLLM(cfg, cache_path=out / "generations" / "llm-cache.jsonl", generator=generator)
     if generator is None:
-        from toolret.llm.engines import build_generator
 
         llm.build = lambda: build_generator(spec.engine, spec.model, base_url=spec.base_url)  # type: ignore[method-assign]
     gen = StoreFirstGenerator(store, llm._cached_engine)

@@ -20,6 +20,7 @@ from toolret.catalog.loaders.toolbench_env import load_toolbench_env_group
 from toolret.catalog.loaders.toollens import load_toollens, load_toollens_scene_disjoint
 from toolret.catalog.model import Catalog
 from toolret.catalog.source import source_root
+from toolret.catalog.splits import gold_set_split
 from toolret.errors import CatalogError
 from toolret.paths import data_dir, project_dir
 
@@ -71,7 +72,6 @@ def carve_dev_split(catalog: Catalog, fraction: float, seed: int) -> Catalog:
     if not train or fraction <= 0 or any(q.split == "dev" for q in catalog.queries):
         return catalog
     if catalog.provenance.get("dev_split_by") == "gold_set":
-        from toolret.catalog.splits import gold_set_split
 
         stats = gold_set_split(catalog, "train", "dev", fraction, seed)
         catalog.provenance = {**catalog.provenance, "dev_split": {**stats, "n_dev": stats["n_queries_moved"]}}

@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 
+from toolret.config import cache_home
 from toolret.errors import CatalogError
 from toolret.gateway.config import config_from_flags, load_config
 from toolret.gateway.gateway import Gateway
@@ -29,7 +30,6 @@ def cmd_gateway(args: argparse.Namespace) -> None:
                                adapt=args.adapt)
     receipts = None
     if not args.no_receipts:
-        from toolret.config import cache_home
 
         path = args.receipts or cache_home() / "gateway" / "receipts.jsonl"
         receipts = ReceiptLog(path, max_bytes=args.receipts_max_bytes, backups=args.receipts_backups)

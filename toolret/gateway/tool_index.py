@@ -37,13 +37,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolret.adapt import resolve_index
 from toolret.catalog.importers.mcp import mcp_tool
 from toolret.catalog.model import Catalog, Tool
 from toolret.catalog.tool_records import tool_record
 from toolret.config import load_params
 from toolret.errors import CatalogError
 from toolret.gateway.config import SEPARATOR
-from toolret.pipeline import build_pipeline
+from toolret.pipeline import Pipeline, build_pipeline
 from toolret.roles import Corpus
 
 log = logging.getLogger("toolret.gateway")
@@ -240,8 +241,6 @@ class GatewayIndex:
 
     def _build(self, tools: list[Tool]) -> Any:
         if self.saved is not None:
-            from toolret.adapt import resolve_index
-            from toolret.pipeline import Pipeline
 
             return Pipeline.load(resolve_index(self.saved))
 

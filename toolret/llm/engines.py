@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from toolret.llm.llamacpp_backend import LlamaCppConfig, LlamaCppGenerator
 from toolret.llm.models import DEFAULT_MODEL
+from toolret.llm.openai_backend import OpenAIConfig, OpenAIGenerator
+from toolret.llm.transformers_backend import TransformersConfig, TransformersGenerator
 
 ENGINES = ("transformers", "llama.cpp", "openai")
 
@@ -20,12 +23,10 @@ def build_generator(engine: str, model: str | None = None, *, device: str = "cpu
 
     model = model or DEFAULT_MODEL
     if engine == "openai":
-        from toolret.llm.openai_backend import OpenAIConfig, OpenAIGenerator
 
         return OpenAIGenerator(OpenAIConfig(model=model, base_url=base_url, max_concurrency=batch_size,
                                             progress=progress))
     if engine == "transformers":
-        from toolret.llm.transformers_backend import TransformersConfig, TransformersGenerator
 
         limit = {"max_prompt_tokens": int(max_prompt_tokens)} if max_prompt_tokens is not None else {}
         return TransformersGenerator(TransformersConfig(model=model, device=device, batch_size=batch_size,
@@ -36,7 +37,6 @@ def build_generator(engine: str, model: str | None = None, *, device: str = "cpu
         if importlib.util.find_spec("llama_cpp") is None:
             raise ImportError("LLM engine 'llama.cpp' needs llama-cpp-python (`.venv/bin/pip install "
                               "llama-cpp-python`; it compiles llama.cpp, ~6 min on 2 cores)")
-        from toolret.llm.llamacpp_backend import LlamaCppConfig, LlamaCppGenerator
 
         limit = {"max_prompt_tokens": int(max_prompt_tokens)} if max_prompt_tokens is not None else {}
         return LlamaCppGenerator(LlamaCppConfig(model=model, n_threads=num_threads, max_sequences=batch_size,

@@ -14,7 +14,7 @@ from typing import Any
 from toolret.config import cache_home
 from toolret.llm.cache import CachedGenerator
 from toolret.llm.engines import build_generator
-from toolret.llm.shards import StoreFirstGenerator, store_root
+from toolret.llm.shards import ShardStore, StoreFirstGenerator, store_root
 
 
 def llm_cache_path(cfg: Any) -> Path:
@@ -91,7 +91,6 @@ class LazyCachedLLM:
     def generator(self):
         if self._cached is None:
             if self.shards and self._inner is None:
-                from toolret.llm.shards import ShardStore, StoreFirstGenerator
 
                 store = ShardStore(self.store_dir(), self.store_model(), self.engine_name())
                 self._cached = StoreFirstGenerator(store, self._cached_engine)

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolret.atomic import atomic_directory, concatenate_checked, file_lock
+from toolret.atomic import atomic_directory, concatenate_checked, file_lock, write_json
 from toolret.config import cache_home
 
 log = logging.getLogger(__name__)
@@ -266,8 +266,6 @@ def model_revision(folder: str | os.PathLike, length: int = 12) -> str:
                 h.update(chunk)
     digest = h.hexdigest()
     try:  # best effort: the folder may be read-only
-        from toolret.atomic import write_json
-
         write_json(sidecar, {"stamp": stamp, "sha256": digest})
     except OSError:
         pass

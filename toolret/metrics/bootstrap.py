@@ -16,7 +16,7 @@ def _check(n_samples: int, alpha: float) -> None:
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
 
 
-def _bootstrap_means(matrix: np.ndarray, n_samples: int, seed: int) -> np.ndarray:
+def bootstrap_means(matrix: np.ndarray, n_samples: int, seed: int) -> np.ndarray:
     """``[n_samples, n_metrics]`` means of resampled rows, one index draw shared by all columns.
 
     Each replicate draws ``n`` row indices with replacement; the replicate means are the
@@ -81,7 +81,7 @@ def bootstrap_cis(
     if len({c.size for c in cols}) != 1:
         raise ValueError("all per-query arrays must have the same length")
     matrix = np.stack(cols, axis=1)
-    means = _bootstrap_means(matrix, int(n_samples), seed)
+    means = bootstrap_means(matrix, int(n_samples), seed)
     return {m: _interval(means[:, j], cols[j], alpha) for j, m in enumerate(names)}
 
 

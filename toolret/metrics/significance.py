@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from toolret.metrics.bootstrap import _bootstrap_means
+from toolret.metrics.bootstrap import bootstrap_means
 
 METHODS = ("randomization", "bootstrap", "wilcoxon", "ttest")
 _CHUNK = 512  # sign-flip permutations per block
@@ -99,7 +99,7 @@ def paired_test(
         count = _at_least_as_extreme(null, mean_diff)
         p = count / null.size if exact else (count + 1) / (null.size + 1)
     elif method == "bootstrap":
-        null = _bootstrap_means((d - mean_diff)[:, None], int(n_samples), seed)[:, 0]
+        null = bootstrap_means((d - mean_diff)[:, None], int(n_samples), seed)[:, 0]
         p = (_at_least_as_extreme(null, mean_diff) + 1) / (n_samples + 1)
     elif method == "wilcoxon":
         from scipy import stats  # heavy: imported by the two tests that use it

@@ -66,7 +66,7 @@ def export_checkpoint(work: str | Path, dest: str | Path, key: str | None = None
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from toolret.retrieval.finetune import _checkpoint_step, last_complete_checkpoint, save_compact
+    from toolret.retrieval.finetune import checkpoint_step, last_complete_checkpoint, save_compact
 
     work, dest = Path(work), Path(dest)
     latest = last_complete_checkpoint(work)
@@ -98,7 +98,7 @@ def export_checkpoint(work: str | Path, dest: str | Path, key: str | None = None
             optimizer = torch.load(src / "optimizer.pt", map_location="cpu", weights_only=True)
             torch.save({"state": {}, "param_groups": optimizer["param_groups"]}, out / "optimizer.pt")
         manifest = {"format": FORMAT, "work": work.name, "key": key or _key(work.name), "latest": latest.name,
-                    "step": _checkpoint_step(latest), "checkpoints": names,
+                    "step": checkpoint_step(latest), "checkpoints": names,
                     "optimizer_moments": "dropped" if compact else "kept"}
         write_json(tmp / MANIFEST, manifest)
     return manifest
@@ -108,14 +108,14 @@ def import_checkpoint(src: str | Path, work: str | Path, key: str | None = None)
     """Put the committed checkpoint ``src`` into the work folder ``work`` when it belongs there (``key``: as in
     :func:`export_checkpoint`) and is newer than the work folder's own; returns the checkpoint path to resume
     from, or None (nothing imported)."""
-    from toolret.retrieval.finetune import _checkpoint_step, last_complete_checkpoint
+    from toolret.retrieval.finetune import checkpoint_step, last_complete_checkpoint
 
     src, work = Path(src), Path(work)
     manifest = _manifest(src)
     if manifest is None or manifest.get("format") != FORMAT or not _same_training(manifest, work, key):
         return None  # none, or another training's (other settings or data): not resumable here
     local = last_complete_checkpoint(work)
-    if local is not None and _checkpoint_step(local) >= manifest["step"]:
+    if local is not None and checkpoint_step(local) >= manifest["step"]:
         return None
     work.mkdir(parents=True, exist_ok=True)
     for name in manifest["checkpoints"]:

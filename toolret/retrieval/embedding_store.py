@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from toolret.atomic import atomic_path
+from toolret.provenance import sha256_tree
+from toolret.retrieval.models import resolve_encoder
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +42,6 @@ def text_key(text: str) -> str:
 
 def encoder_fingerprint(config) -> str:
     """Identity of a ``DenseConfig``'s embedding function (weights, max length, normalisation, device)."""
-    from toolret.retrieval.models import resolve_encoder
-    from toolret.provenance import sha256_tree
 
     ident = {
         "weights": sha256_tree(resolve_encoder(config.model)),

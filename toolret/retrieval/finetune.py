@@ -189,7 +189,7 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
                    for e in trainer.state.log_history if f"eval_{DEV_METRIC}" in e]
         report = {"config": config.to_dict(), "n_train_pairs": len(train), "train_loss": result.training_loss,
                   "steps": result.global_step,
-                  "dev_history": history, "selected_step": _checkpoint_step(trainer.state.best_model_checkpoint),
+                  "dev_history": history, "selected_step": checkpoint_step(trainer.state.best_model_checkpoint),
                   "dev": dev_recall(catalog, model, config.docs)}
         (tmp / "finetune.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
         from toolret.artifact_key import write_key
@@ -212,10 +212,10 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
 def last_complete_checkpoint(work: Path) -> str | None:
     """The newest checkpoint the trainer finished writing (its state file is written last), or None."""
     done = [c for c in work.glob("checkpoint-*") if (c / "trainer_state.json").is_file()] if work.is_dir() else []
-    return str(max(done, key=_checkpoint_step)) if done else None
+    return str(max(done, key=checkpoint_step)) if done else None
 
 
-def _checkpoint_step(checkpoint: str | Path | None) -> int | None:
+def checkpoint_step(checkpoint: str | Path | None) -> int | None:
     """The training step of a ``checkpoint-<step>`` folder."""
     return int(str(checkpoint).rsplit("-", 1)[1]) if checkpoint else None
 

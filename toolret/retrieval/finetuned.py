@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from toolret.artifact_key import require_current
 from toolret.catalog.model import Catalog
 from toolret.errors import CatalogError
 from toolret.retrieval.dense import DenseConfig, DenseRetriever
@@ -47,7 +48,6 @@ class FinetunedDenseRetriever(DenseRetriever):
             raise CatalogError(f"dense-ft: dataset {catalog.name!r} has no training split to fine-tune on")
 
         if self.trained:
-            from toolret.artifact_key import require_current
 
             require_current(self.artifact, artifact_key(catalog, self.finetune_config),
                             f"remove {self.artifact} and run `toolret fit --method dense-ft --dataset {catalog.name} "

@@ -52,6 +52,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolret.catalog.io import load_catalog
 from toolret.catalog.tool_records import catalog_summary, id_record, tool_record
 from toolret.errors import CatalogError, RequestError
 from toolret.pipeline import Pipeline
@@ -129,7 +130,6 @@ class Loaded:
         if self.pipeline.tool_records is not None:
             records, self.tool_metadata = self.pipeline.tool_records, "tools.jsonl"
         elif catalog_dir is not None:
-            from toolret.catalog.io import load_catalog
 
             catalog = load_catalog(catalog_dir)
             records, self.tool_metadata = [tool_record(t) for t in catalog.tools], f"catalog {catalog_dir}"
@@ -154,7 +154,6 @@ class Loaded:
     def hit(self, tool_id: str, score: float, include_schema: bool) -> dict[str, Any]:
         r = self.records.get(tool_id)
         if r is None:  # a reranker added a tool beyond the index (never in the shipped ones)
-            from toolret.catalog.tool_records import id_record
 
             r = id_record(tool_id)
         hit = {"tool_id": tool_id, "name": r["name"], "tool": r.get("tool"), "category": r.get("category"),

@@ -25,10 +25,23 @@ import time
 from pathlib import Path
 from typing import Any
 
-from toolret.tracking.lineage import producing_stage, stage_params, upstream_stages
+from toolret.config import load_params
+from toolret.evaluation import load_run_info
+from toolret.metrics.names import metric_name_for_mlflow
 from toolret.provenance import dvc_md5, git_state, read_dvc_lock, sha256_file
-from toolret.tracking.store import (INPUTS_TAG, digest, find_run, flatten, get_client, get_or_create_experiment,
-                                    logged_metric, make_current, safe_key)
+from toolret.registry import components, parse_spec
+from toolret.tracking.lineage import producing_stage, stage_params, upstream_stages
+from toolret.tracking.store import (
+    INPUTS_TAG,
+    digest,
+    find_run,
+    flatten,
+    get_client,
+    get_or_create_experiment,
+    logged_metric,
+    make_current,
+    safe_key,
+)
 
 _AT_K = re.compile(r"^(?P<family>.+)@(?P<k>\d+)$")
 
@@ -218,8 +231,6 @@ def method_sections(method: str) -> tuple[set[str], set[str]] | None:
 
     ``bm25`` -> ``({"bm25"}, {"bm25", "dense", ...})``; a grid row ``dense[baseline]`` is read as ``dense``.
     """
-    from toolret.config import load_params
-    from toolret.registry import components, parse_spec
 
     try:
         spec = parse_spec(re.sub(r"\[.*\]$", "", method), load_params())
@@ -301,8 +312,6 @@ def log_evaluation_run(
     """
     from mlflow.entities import Metric, Param
 
-    from toolret.evaluation import load_run_info
-    from toolret.metrics.names import metric_name_for_mlflow
 
     result_json = Path(result_json_path)
     result = load_result(result_json)
@@ -336,7 +345,7 @@ def log_evaluation_run(
                               lineage, params, versions, extra_tags, Metric, Param, metric_name_for_mlflow)
     make_current(client, exp_id, identity, run_id)
     if register_models and project is not None and lineage:  # after the run: a new version links to it
-        from toolret.tracking.registry import models_used_by, register_model
+        from toolret.tracking.registry import models_used_by, register_model  # imports this module
 
         for model in models_used_by(lineage[0], lock):
             if (project / model.path).exists():

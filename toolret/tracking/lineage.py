@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from toolret.provenance import _entries
+from toolret.provenance import lock_entries
 
 
 def _under(path: str, root: str) -> bool:
@@ -32,7 +32,7 @@ def producing_stage(path: str | Path, lock: dict[str, Any], project_dir: str | P
             return None
     rel = p.as_posix()
     best: tuple[int, str] | None = None
-    for stage, entry in _entries(lock, "outs"):
+    for stage, entry in lock_entries(lock, "outs"):
         epath = str(entry["path"]).rstrip("/")
         if _under(rel, epath) and (best is None or len(epath) > best[0]):
             best = (len(epath), stage)

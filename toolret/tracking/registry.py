@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolret.tracking.lineage import upstream_stages
 from toolret.provenance import read_dvc_lock
+from toolret.tracking.evaluation import stage_md5s, version_tags
+from toolret.tracking.lineage import upstream_stages
+from toolret.tracking.store import CURRENT_TAG, get_client
 
 MODELS_ROOT = "data/models"
 _NAME_BAD = re.compile(r"[^A-Za-z0-9_.\-]")
@@ -96,8 +98,6 @@ def producing_run(client: Any, model: ModelOutput, lock: dict[str, Any]) -> str 
     whose stage md5s (its ``dvc.md5.*`` tags) are the ones ``dvc.lock`` records now, so it read this md5 of
     the model (an evaluation of an earlier training is not this version's run).
     """
-    from toolret.tracking.evaluation import stage_md5s, version_tags
-    from toolret.tracking.store import CURRENT_TAG
 
     experiments = [e.experiment_id for e in client.search_experiments()]
     if not experiments:
@@ -196,7 +196,6 @@ def register_models(project_dir: str | Path, dataset: str | None = None, trackin
                     lock: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Register every model output of ``dvc.lock`` (of one dataset) whose folder exists; a new version is
     linked to the run that trained or evaluated it where one is logged (:func:`producing_run`)."""
-    from toolret.tracking.store import get_client
 
     client = get_client(tracking_uri, project_dir)
     lock = read_dvc_lock(project_dir) if lock is None else lock

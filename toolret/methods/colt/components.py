@@ -25,13 +25,16 @@ from typing import Any
 
 import numpy as np
 
-from toolret.atomic import atomic_directory
+from toolret.atomic import atomic_directory, write_json
 from toolret.catalog.model import Catalog
 from toolret.errors import CatalogError
+from toolret.evaluation import run_info_path
 from toolret.methods.colt.config import ColtConfig
 from toolret.paths import portable_path
+from toolret.registry import COMPONENT_FILE, write_component_meta
 from toolret.retrieval.base import Ranking
 from toolret.retrieval.dense import DenseConfig, DenseRetriever
+from toolret.retrieval.embedding_store import encoder_fingerprint
 
 ARTIFACT_FILE = "colt.json"
 
@@ -71,7 +74,6 @@ class ColtRetriever:
     def encoder_fingerprint(self) -> str:
         """The semantic encoder's content hash (weights, max length, normalisation): a moved checkout or
         another path to the same weights matches, retrained weights do not."""
-        from toolret.retrieval.embedding_store import encoder_fingerprint
 
         return encoder_fingerprint(self.encoder.config)
 
@@ -125,8 +127,6 @@ class ColtRetriever:
                 np.savez(tmp / "scenes.npz", **result.scenes,
                          scene_tools=np.array([",".join(map(str, s)) for s in graphs.scenes]))
                 (tmp / ARTIFACT_FILE).write_text(json.dumps(self._meta, indent=1), encoding="utf-8")
-            from toolret.atomic import write_json
-            from toolret.evaluation import run_info_path
 
             write_json(run_info_path(self.artifact), result.run_info)
 
@@ -169,8 +169,6 @@ class ColtRetriever:
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> None:
-        from toolret.registry import write_component_meta
-
         if self._tools is None:
             raise CatalogError("colt: nothing to save (not fitted)")
         with atomic_directory(path) as tmp:
@@ -184,8 +182,6 @@ class ColtRetriever:
 
     @classmethod
     def load(cls, path: str | Path) -> ColtRetriever:
-        from toolret.registry import COMPONENT_FILE
-
         path = Path(path)
         meta = json.loads((path / COMPONENT_FILE).read_text(encoding="utf-8"))
         r = cls(ColtConfig(**meta["config"]), DenseRetriever(DenseConfig(**meta["encoder"])))

@@ -17,6 +17,7 @@ import numpy as np
 from toolret.errors import CatalogError
 from toolret.methods.colt.config import ColtConfig
 from toolret.methods.colt.graphs import TrainGraphs
+from toolret.metrics import aggregate, per_query_metrics
 
 
 def sample_lists(gold: Sequence[Sequence[int]], n_tools: int, list_size: int,
@@ -47,7 +48,6 @@ def sample_lists(gold: Sequence[Sequence[int]], n_tools: int, list_size: int,
 def dev_metrics(tools: np.ndarray, dev_features: np.ndarray, dev_gold: Sequence[Sequence[int]], k: int,
                 tool_ids: Sequence[str]) -> dict[str, float]:
     """Recall@k and COMP@k of isolated dev queries (semantic embedding vs. the tool representations)."""
-    from toolret.metrics import aggregate, per_query_metrics
 
     tn = tools / np.maximum(np.linalg.norm(tools, axis=1, keepdims=True), 1e-12)
     scores = dev_features @ tn.T

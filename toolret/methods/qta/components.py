@@ -34,6 +34,7 @@ from toolret.methods.qta.preferences import build_preferences, dpo_pairs, load_p
 from toolret.methods.qta.training import train_adapter
 from toolret.pipeline import rows_of
 from toolret.registry import COMPONENT_FILE, write_component_meta
+from toolret.retrieval.dense import DenseRetriever
 from toolret.retrieval.fusion import weighted_rrf
 
 
@@ -97,7 +98,6 @@ class QTARewriter:
     @property
     def retriever(self):
         if self._retriever is None:
-            from toolret.retrieval.dense import DenseRetriever
 
             self._retriever = DenseRetriever(self.dense_config)
         return self._retriever

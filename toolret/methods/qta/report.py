@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from toolret.evaluation import load_run_info
 from toolret.grid_report import (
     ci_cell,
     format_p,
@@ -75,7 +76,6 @@ def grid_section(title: str, grid: Path, preferences: Path, adapters: Path) -> t
         data["preferences"] = c
     for adapter in sorted(adapters.glob("m*/qta.json")) if adapters.is_dir() else []:
         rep = json.loads(adapter.read_text(encoding="utf-8"))
-        from toolret.evaluation import load_run_info
 
         info = load_run_info(adapter)
         last = rep["history"][-1] if rep.get("history") else {}

@@ -32,10 +32,17 @@ from toolret.methods.reinvoke import artifacts
 from toolret.methods.reinvoke.artifacts import build_synthetic_queries, check_synthetic_records, load_synthetic
 from toolret.methods.reinvoke.config import ReInvokeConfig
 from toolret.methods.reinvoke.expansion import aggregate_embeddings, aggregate_scores, build_copies
-from toolret.methods.reinvoke.generation import LazyLLM, extract_intents, hyde_documents, queries_by_tool
+from toolret.methods.reinvoke.generation import (
+    LazyLLM,
+    extract_intents,
+    generate_synthetic_queries,
+    hyde_documents,
+    queries_by_tool,
+)
 from toolret.methods.reinvoke.multiview import multiview_rank, ranking_score
 from toolret.methods.reinvoke.roundtrip import round_trip_consistency
-from toolret.methods.reinvoke.tool_vectors import copy_groups, write_vector_file
+from toolret.methods.reinvoke.tool_vectors import ToolVectors, copy_groups, write_vector_file
+from toolret.paths import under_project
 from toolret.registry import COMPONENT_FILE, write_component_meta
 from toolret.retrieval.base import Ranking, default_query_ids
 from toolret.retrieval.bm25 import BM25Config, BM25Retriever
@@ -194,7 +201,6 @@ class ReInvokeIndex:
             if self.llm is None:
                 raise CatalogError("reinvoke-qgen: no synthetic-query artifact and no LLM to generate queries "
                                    "(run its fit stage: `toolret fit --method reinvoke-qgen ...`)")
-            from toolret.methods.reinvoke.generation import generate_synthetic_queries
 
             records = self._synthetic = generate_synthetic_queries(self.llm, tool_ids, documents, self.config)
         return queries_by_tool(records, tool_ids, self.config.n_queries)
@@ -209,7 +215,6 @@ class ReInvokeIndex:
         self.owner = np.asarray(owner, dtype=np.int64)
         copy_ids = [str(i) for i in range(len(texts))]
         if self.backbone == "bm25":
-            from toolret.retrieval.bm25 import BM25Retriever
 
             self._engine = BM25Retriever(self.bm25_config)
             self._engine.index(copy_ids, texts)
@@ -225,8 +230,6 @@ class ReInvokeIndex:
     def stored_tool_vectors(self):
         """The committed tool vectors of this backbone's encoder (``None``: switched off or none there)."""
         if self._tool_vectors is None and self.config.tool_vectors != "off":
-            from toolret.methods.reinvoke.tool_vectors import ToolVectors
-            from toolret.paths import under_project
 
             root = under_project(self.config.tool_vectors)
             fingerprint = self.encoder.fingerprint  # an encoder of unknown identity reads none

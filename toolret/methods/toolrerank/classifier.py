@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from toolret.errors import CatalogError
-from toolret.retrieval.dense import DenseConfig
+from toolret.retrieval.dense import DenseConfig, DenseRetriever
 
 FILE = "classifier.json"
 
@@ -29,7 +29,6 @@ class QueryTypeClassifier:
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         if self._encoder is None:
-            from toolret.retrieval.dense import DenseRetriever
 
             self._encoder = DenseRetriever(self.dense_config)
         return self._encoder.encode(list(texts)).astype(np.float64)

@@ -19,18 +19,21 @@ from typing import Any
 
 import numpy as np
 
+from toolret.artifact_key import require_current
 from toolret.atomic import atomic_directory
 from toolret.catalog.model import Catalog, Tool
 from toolret.errors import CatalogError
 from toolret.jsonl_artifacts import read_jsonl
 from toolret.methods.toolrerank.algorithms import adaptive_truncation
+from toolret.methods.toolrerank.classifier import QueryTypeClassifier
 from toolret.methods.toolrerank.config import ToolRerankConfig
-from toolret.methods.toolrerank.rerank import QueryView, fuse_with_first_stage, rank_rows, rerank_m, toolrerank
-from toolret.methods.toolrerank.training import artifact_complete
+from toolret.methods.toolrerank.crossencoder import CrossEncoderScorer
+from toolret.methods.toolrerank.rerank import QueryView, Setting, fuse_with_first_stage, rank_rows, rerank_m, toolrerank
+from toolret.methods.toolrerank.training import artifact_complete, library, read_report, read_seen
 from toolret.paths import project_path
 from toolret.registry import COMPONENT_FILE, write_component_meta
 from toolret.retrieval.base import Ranking
-from toolret.retrieval.dense import DenseConfig
+from toolret.retrieval.dense import DenseConfig, DenseRetriever
 
 
 def view_texts(queries: Sequence[str], rewrites: Sequence[Sequence[str]] | None) -> list[list[str]]:
@@ -94,7 +97,6 @@ class ToolRerankReranker:
     def _ensure_trained(self) -> None:
         if self.trained:
             if self.expected_key is not None and not self._checked:
-                from toolret.artifact_key import require_current
 
                 require_current(self.artifact, self.expected_key,
                                 f"remove {self.artifact} and run `toolret fit --method {self.name} --dataset "
@@ -116,7 +118,6 @@ class ToolRerankReranker:
     @property
     def scorer(self):
         if self._scorer is None:
-            from toolret.methods.toolrerank.crossencoder import CrossEncoderScorer
 
             self._ensure_trained()
             self._scorer = CrossEncoderScorer(self.artifact / "model", self.config.max_length,
@@ -127,7 +128,6 @@ class ToolRerankReranker:
     @property
     def library(self):
         if self._lib is None:
-            from toolret.methods.toolrerank.training import library, read_seen
 
             self._ensure_trained()
             self._lib = library(self.tools, read_seen(self.artifact, self.config.seen_level))
@@ -136,8 +136,6 @@ class ToolRerankReranker:
     def setting(self):
         """The run's hyperparameters: params values where set, else the artifact's dev-selected ones."""
         if self._setting is None:
-            from toolret.methods.toolrerank.rerank import Setting
-            from toolret.methods.toolrerank.training import read_report
 
             self._ensure_trained()
             selected = read_report(self.artifact)["selected"]
@@ -149,7 +147,6 @@ class ToolRerankReranker:
 
     def embeddings(self) -> np.ndarray:
         if self._emb is None:
-            from toolret.retrieval.dense import DenseRetriever
 
             self._emb = DenseRetriever(self.dense_config).encode_documents(self.documents)
         return self._emb
@@ -167,7 +164,6 @@ class ToolRerankReranker:
                 raise CatalogError(f"{self.name}: no gold query type for query {missing[0]!r} (oracle mode)")
             return ["multi" if self.oracle[q] else "single" for q in queries]
         if self._classifier is None:
-            from toolret.methods.toolrerank.classifier import QueryTypeClassifier
 
             self._ensure_trained()
             self._classifier = QueryTypeClassifier.load(self.artifact)
@@ -240,7 +236,6 @@ class ToolRerankReranker:
         order alone, for an artifact selected without a ``grid.ce_weight``)."""
         if self.config.ce_weight is not None:
             return self.config.ce_weight
-        from toolret.methods.toolrerank.training import read_report
 
         self._ensure_trained()
         return float(read_report(self.artifact)["selected"].get("ce_weight", 1.0))

@@ -26,8 +26,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from toolret.atomic import atomic_directory
+from toolret.config import cache_home
 from toolret.errors import CrossEncoderCollapsed
+from toolret.paths import under_project
 from toolret.provenance import sha256_tree
+from toolret.retrieval.committed_checkpoint import discard_checkpoint, exporting_callback, import_checkpoint
+from toolret.retrieval.embedding_store import EmbeddingStore
 from toolret.retrieval.finetune import last_complete_checkpoint
 from toolret.retrieval.models import (
     adapter_base,
@@ -189,7 +193,6 @@ def train_cross_encoder(examples: Sequence[tuple], out_dir: str | Path, *, base_
     exported = checkpointed and committed is not None
     callbacks = []
     if exported:
-        from toolret.retrieval.committed_checkpoint import exporting_callback, import_checkpoint
 
         import_checkpoint(committed, scratch, key=key)
         callbacks = [exporting_callback(scratch, committed, key=key, compact=False, adapter_base=base_model)]
@@ -224,7 +227,6 @@ def train_cross_encoder(examples: Sequence[tuple], out_dir: str | Path, *, base_
     if checkpointed:
         shutil.rmtree(scratch, ignore_errors=True)
     if exported:
-        from toolret.retrieval.committed_checkpoint import discard_checkpoint
 
         discard_checkpoint(committed, scratch, key=key)  # the model is there: its progress is done
     return {"loss": loss, "n_examples": len(examples), "n_positive": n_pos, "steps": result.global_step,
@@ -269,9 +271,6 @@ class CrossEncoderScorer:
     @property
     def store(self):
         if self._store is None and self.cache != "off":
-            from toolret.config import cache_home
-            from toolret.paths import under_project
-            from toolret.retrieval.embedding_store import EmbeddingStore
 
             root = under_project(self.cache) if self.cache else cache_home() / "ce_scores"
             self._store = EmbeddingStore(root, model_fingerprint(self.folder, self.max_length, self.quantize))

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from toolret.artifact_key import fingerprint, make_key
+from toolret.artifact_key import fingerprint, make_key, write_key
 from toolret.atomic import atomic_directory, write_json
 from toolret.catalog.model import Catalog
 from toolret.catalog.registry import load_dataset_for
@@ -209,7 +209,6 @@ def train_artifact(catalog: Catalog, config: ToolRerankConfig, params: CoreParam
         clf.save(tmp)
         (tmp / SEEN).write_text(json.dumps({"apis": seen.to_list()}), encoding="utf-8")
         (tmp / REPORT).write_text(json.dumps(report, indent=1), encoding="utf-8")
-        from toolret.artifact_key import write_key
 
         # the training data as `toolrerank.train_dataset` names it (a catalog folder's path, not the name inside
         # it): the identity every build of the component checks (toolret.methods.toolrerank._build)

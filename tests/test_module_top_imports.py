@@ -1,0 +1,84 @@
+"""Imports sit at the module top. A ``toolret`` import inside a function is kept only where it means something:
+
+- in the modules whose imports *are* a DVC stage's code deps (:func:`toolret.stages.code_deps`): the stage
+  entry modules (``toolret.cli``: each command's imports are its stage's code) and what the registration
+  modules execute at import (``toolret.stages``, ``toolret.registry``, each method package's ``__init__``
+  and the modules they import at their top: their params sections);
+- where a top-level import would close an import cycle or load a heavy library on import (:data:`KEPT`).
+
+Heavy third-party libraries (torch, transformers, MLflow ...) stay inside the functions that use them.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from toolret.registry import stage_templates
+from toolret.stages import ROOT, import_closure, registration_modules
+
+# module -> the function-level toolret imports it keeps, and why
+KEPT = {
+    "toolret/methods/colt/components.py": ("toolret.methods.colt.graphs", "toolret.methods.colt.train"),  # scipy, torch
+    "toolret/methods/colt/train.py": ("toolret.methods.colt.model",),  # torch at its top
+    "toolret/reproduce.py": ("toolret.tracking.reproduction",),  # which imports toolret.reproduce
+    "toolret/tracking/evaluation.py": ("toolret.tracking.registry",),  # which imports toolret.tracking.evaluation
+}
+
+
+def code_deps_modules() -> set[str]:
+    """Repository paths of the modules whose imports decide stages' code deps."""
+    roots = set()
+    for t in stage_templates():
+        roots.add(t.entry.partition(":")[0])
+        roots.update(registration_modules(t))
+    return {p.relative_to(ROOT).as_posix() for p in import_closure(sorted(roots), toplevel_only=True)}
+
+
+def function_level_imports(path) -> list[tuple[int, str]]:
+    """``(line, imported module)`` of every ``toolret`` import not at the module's top level (a top-level
+    ``if`` / ``try`` block counts as top level)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    top = set()
+    for node in tree.body:
+        top.update(map(id, ast.walk(node)) if isinstance(node, (ast.If, ast.Try, ast.With)) else [id(node)])
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in top:
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if isinstance(node, ast.ImportFrom) and node.level:
+                names = ["toolret (relative)"]
+            out += [(node.lineno, n) for n in names if n.startswith("toolret")]
+    return out
+
+
+def test_toolret_imports_sit_at_the_module_top() -> None:
+    exempt = code_deps_modules()
+    assert "toolret/cli.py" in exempt and "toolret/registry.py" in exempt
+    found = {}
+    for path in sorted((ROOT / "toolret").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel in exempt:
+            continue
+        lazy = [(line, m) for line, m in function_level_imports(path) if m not in KEPT.get(rel, ())]
+        if lazy:
+            found[rel] = lazy
+    assert found == {}, "move these imports to the module top (or say in KEPT why not)"
+
+
+def test_the_check_finds_an_import_inside_a_function(tmp_path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("import json\nif json:\n    from toolret import paths\n\n"
+                      "def f():\n    from toolret.atomic import write_json\n    return write_json\n")
+    assert function_level_imports(module) == [(6, "toolret.atomic")]
+
+
+def test_no_module_imports_a_private_name_of_another() -> None:
+    """The CLI, Dagster, the benchmarks and tools use toolret's public names only."""
+    found = []
+    for folder in ("toolret", "dagster_project", "benchmarks", "tools"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("toolret"):
+                    found += [f"{path.relative_to(ROOT)}:{node.lineno} {node.module}.{a.name}" for a in node.names
+                              if a.name.startswith("_") and not a.name.startswith("__")]
+    assert found == []
