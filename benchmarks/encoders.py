@@ -50,7 +50,7 @@ def measure(name: str, catalog, docs: str, batch_size: int, max_seq_length: int,
 
 
 def main() -> None:
-    from toolret.catalog.registry import load_dataset_for
+    from toolret.catalog.datasets import load_dataset_for
     from toolret.config import load_params
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -101,7 +101,7 @@ def main() -> None:
     p.add_argument("--methods", nargs="+", default=["bm25", "dense"])
     args = p.parse_args()
 
-    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.datasets import load_dataset
     from toolret.retrieval.models import load_sentence_transformer
 
     encoder = load_sentence_transformer("all-MiniLM-L6-v2", max_seq_length=256) if "dense" in args.methods else None

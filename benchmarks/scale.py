@@ -60,7 +60,7 @@ def _percentiles(ms: list[float]) -> dict[str, float]:
 
 def _load(prefix: str):
     """The shared corpus and the six groups' test queries (with gold) of ``toolbench-<prefix>*``."""
-    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.datasets import load_dataset
 
     queries, gold, catalog = [], [], None
     for g in GROUPS:

@@ -45,7 +45,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.datasets import load_dataset
     from toolret.config import apply_overrides, load_params
     from toolret.methods.toolrerank.crossencoder import load_cross_encoder
     from toolret.paths import project_dir

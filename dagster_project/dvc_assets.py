@@ -370,7 +370,7 @@ def materialization_metadata(item: StageItem, project_dir: str | Path) -> tuple[
     for dep, md5 in versions["deps"].items():
         md[f"dvc/dep_md5/{dep}"] = md5
     from toolret.evaluation import load_run_info
-    from toolret.tracking.evaluation import find_result_files, load_result
+    from toolret.tracking.runs import find_result_files, load_result
 
     for result_dir in item.result_dirs:
         # several result dirs (evaluate_reinvoke): prefix with the dir; several results of one docs

@@ -36,7 +36,7 @@ REPORT_GROUP = "report"
 
 def result_files(project_dir: str | Path, items: Sequence[StageItem]) -> list[Path]:
     """The evaluation results (JSONs with a ``metrics`` object) under the result dirs of ``items``."""
-    from toolret.tracking.evaluation import find_result_files
+    from toolret.tracking.runs import find_result_files
 
     return [f for item in items for rd in item.result_dirs for f in find_result_files(Path(project_dir) / rd)]
 
@@ -71,7 +71,7 @@ def _lineage(item: StageItem, by_name: Mapping[str, StageItem]) -> set[str]:
 
 def _label(path: Path) -> str:
     """``method/docs`` of a result (its file name where the JSON does not say)."""
-    from toolret.tracking.evaluation import load_result
+    from toolret.tracking.runs import load_result
 
     r = load_result(path)
     return f"{r.get('method') or path.parent.name}/{r.get('docs') or path.stem}"

@@ -77,7 +77,7 @@ def dataset_sources(project_dir: str | Path, datasets: Sequence[str]) -> dict[st
     project_dir = Path(project_dir)
     params = load_params(project_dir)
     source = params.get("source") or {}
-    from toolret.catalog.registry import DATASETS, source_folders
+    from toolret.catalog.datasets import DATASETS, source_folders
 
     out: dict[str, tuple[Path, ...]] = {}
     beir = source.get("beir") or {}

@@ -21,7 +21,7 @@ KEPT = {
     "toolret/methods/colt/components.py": ("toolret.methods.colt.graphs", "toolret.methods.colt.train"),  # scipy, torch
     "toolret/methods/colt/train.py": ("toolret.methods.colt.model",),  # torch at its top
     "toolret/reproduce.py": ("toolret.tracking.reproduction",),  # which imports toolret.reproduce
-    "toolret/tracking/evaluation.py": ("toolret.tracking.registry",),  # which imports toolret.tracking.evaluation
+    "toolret/tracking/runs.py": ("toolret.tracking.model_registry",),  # which imports toolret.tracking.runs
 }
 
 

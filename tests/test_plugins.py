@@ -213,7 +213,7 @@ def test_plugin_method_is_evaluated_by_toolret_evaluate(project: Path, tmp_path:
 
 
 def test_plugin_component_saves_and_loads(project: Path, tmp_path: Path) -> None:
-    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.datasets import load_dataset
     from toolret.config import load_params
     from toolret.registry import BuildContext, build_component, load_component
 

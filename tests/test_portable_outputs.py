@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from toolret.catalog.io import save_catalog
-from toolret.catalog.registry import load_dataset, source_dirs
+from toolret.catalog.datasets import load_dataset, source_dirs
 from toolret.catalog.source import source_root
 
 REPO = Path(__file__).resolve().parents[1]

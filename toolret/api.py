@@ -24,9 +24,9 @@ from typing import Any
 
 from toolret.adapt import adapt as _adapt
 from toolret.adapt import resolve_index
+from toolret.catalog.datasets import load_dataset
 from toolret.catalog.io import load_catalog as load_folder
 from toolret.catalog.model import Catalog, Tool
-from toolret.catalog.registry import load_dataset
 from toolret.catalog.tool_records import id_record
 from toolret.config import load_params
 from toolret.errors import ToolretError

@@ -22,7 +22,7 @@ def _params(args: argparse.Namespace):
 
 
 def _load_named(name_or_path: str, params):
-    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.datasets import load_dataset
     from toolret.paths import project_dir
 
     return load_dataset(name_or_path, root=params.source.root, beir=params.source.beir,
@@ -190,8 +190,8 @@ def cmd_fit(args: argparse.Namespace) -> None:
 def cmd_rewrite(args: argparse.Namespace) -> None:
     """Rewrite every judged query of a split with a rewriter; the outputs are written to ``--out``
     (:func:`toolret.jsonl_artifacts.write_rewrites`)."""
-    from toolret.registry import BuildContext, build_component, component
     from toolret.jsonl_artifacts import write_rewrites
+    from toolret.registry import BuildContext, build_component, component
 
     params = _params(args)
     if component(args.method).role != "rewriter":
@@ -406,7 +406,7 @@ def cmd_report(args: argparse.Namespace) -> None:
     """Markdown comparison tables (mean [CI], paired test vs the strongest baseline) for every dataset."""
     from toolret.atomic import write_text
     from toolret.tracking.comparison import compare_results, headline_metrics
-    from toolret.tracking.evaluation import find_result_files
+    from toolret.tracking.runs import find_result_files
 
     runs = Path(args.runs)
     sections = []
@@ -570,7 +570,7 @@ def cmd_stages(args: argparse.Namespace) -> None:
 
 
 def cmd_datasets(args: argparse.Namespace) -> None:
-    from toolret.catalog.registry import DATASETS
+    from toolret.catalog.datasets import DATASETS
     from toolret.registry import components, pipelines
 
     print(json.dumps({

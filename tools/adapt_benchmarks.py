@@ -29,7 +29,7 @@ def prepare(dataset: str, work: Path) -> tuple[Path, Path]:
     """The dataset's tools as a catalog without queries, and its test queries as a labelled file."""
     from toolret.catalog.io import save_catalog
     from toolret.catalog.model import Catalog
-    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.datasets import load_dataset
 
     full = load_dataset(dataset)
     tools = Catalog(dataset, list(full.tools), [], {}, {"source": dataset, "purpose": "serving"})

@@ -28,7 +28,7 @@ def main(argv=None) -> int:
     from toolret.atomic import write_json
     from toolret.catalog.io import load_catalog, save_catalog
     from toolret.catalog.model import Catalog, Tool
-    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.datasets import load_dataset
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", default="mtrb-metatool")

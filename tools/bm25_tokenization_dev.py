@@ -20,7 +20,7 @@ METRICS = ("ndcg@5", "recall@5")
 
 
 def main(argv=None) -> int:
-    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.datasets import load_dataset
     from toolret.config import load_params
     from toolret.evaluation import evaluate_retriever
     from toolret.metrics import paired_test

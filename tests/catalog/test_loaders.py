@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from toolret.errors import CatalogError
-from toolret.catalog.registry import DATASETS, load_dataset
+from toolret.catalog.datasets import DATASETS, load_dataset
 from toolret.catalog.source import source_root
 
 SHARED = source_root()

@@ -16,7 +16,7 @@ from toolret.catalog.io import load_catalog, save_catalog
 from toolret.catalog.loaders.toolbench import api_document
 from toolret.catalog.loaders.toolbench_env import normalise_name, schema_template
 from toolret.errors import CatalogError
-from toolret.catalog.registry import DATASETS, load_dataset, source_dirs
+from toolret.catalog.datasets import DATASETS, load_dataset, source_dirs
 from toolret.catalog.source import source_root
 
 pytestmark = pytest.mark.integration

@@ -117,7 +117,7 @@ def test_spec_roles_are_checked():
 
 
 def test_composed_pipeline_ranks_as_composed_and_round_trips(fixture_catalog_dir, tmp_path):
-    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.datasets import load_dataset
     from toolret.config import validate_params
 
     catalog = load_dataset(str(fixture_catalog_dir))
@@ -135,7 +135,7 @@ def test_composed_pipeline_ranks_as_composed_and_round_trips(fixture_catalog_dir
 
 
 def test_one_evaluate_path_for_composed_and_plain(fixture_catalog_dir, tmp_path, capsys):
-    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.datasets import load_dataset
 
     outs = {}
     for method in ("bm25", SPEC):
@@ -171,7 +171,7 @@ def test_a_registered_pipeline_may_name_its_first_stage_by_a_params_key():
 def test_rewrite_stores_any_rewriter_s_outputs_through_the_protocol(fixture_catalog_dir, tmp_path, capsys):
     """``toolret rewrite`` goes through ``roles.write_rewrites``: a rewriter without a ``write_artifact`` of its
     own (this test's) gets the generic JSONL of its rewrites of every judged query."""
-    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.datasets import load_dataset
 
     out = tmp_path / "rewrites.jsonl"
     assert main(["rewrite", "--dataset", str(fixture_catalog_dir), "--method", "test-twice", "--out", str(out)]) == 0

@@ -8,7 +8,7 @@ import pytest
 
 from toolret.catalog.loaders.beir import load_beir
 from toolret.errors import CatalogError
-from toolret.catalog.registry import carve_dev_split
+from toolret.catalog.datasets import carve_dev_split
 from toolret.evaluation import rank_split, score_ranking
 from toolret.retrieval.dense import DenseConfig, DenseRetriever
 from toolret.retrieval.finetune import FinetuneConfig, finetune, training_pairs
@@ -53,7 +53,7 @@ def _finetune_process(catalog_dir, out, config: FinetuneConfig):
     import sys
 
     code = ("import sys; from toolret.catalog.loaders.beir import load_beir; "
-            "from toolret.catalog.registry import carve_dev_split; "
+            "from toolret.catalog.datasets import carve_dev_split; "
             "from toolret.retrieval.finetune import FinetuneConfig, finetune; "
             f"finetune(carve_dev_split(load_beir(sys.argv[1]), 0.2, seed=0), sys.argv[2], FinetuneConfig(**{config.model_dump()!r}))")
     return subprocess.Popen([sys.executable, "-c", code, str(catalog_dir), str(out)],

@@ -82,7 +82,7 @@ def test_config_rejects_a_third_side_and_bad_weights():
 
 def test_registered_hybrid_fuses_bm25_and_dense_and_round_trips(fixture_catalog_dir, tmp_path):
     from toolret.catalog.cleanup import clean_catalog
-    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.datasets import load_dataset
     from toolret.config import load_params
     from toolret.pipeline import Pipeline, build_pipeline
 
@@ -134,7 +134,7 @@ def test_the_weight_may_be_selected_on_another_catalogs_dev_split():
 def test_hybrid_ft_swaps_the_dense_side_for_the_training_catalogs_dense_ft(fixture_catalog_dir):
     """``hybrid-ft``: the hybrid's sides and document variants, its dense side the dense-ft of the
     catalog's ``trained_on`` training catalog (built, not trained here)."""
-    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.datasets import load_dataset
     from toolret.config import load_params
     from toolret.paths import data_dir
     from toolret.registry import BuildContext, build_component

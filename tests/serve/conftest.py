@@ -16,7 +16,7 @@ from serve_helpers import Server, build_index  # noqa: E402
 @pytest.fixture(scope="session")
 def serve_catalog(tmp_path_factory):
     """``(directory, Catalog)`` of the fixture catalog (30 tools, BEIR layout)."""
-    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.datasets import load_dataset
 
     directory = write_fixture_catalog(tmp_path_factory.mktemp("serve") / "fixture")
     return directory, load_dataset(str(directory))

@@ -2,7 +2,7 @@
 one split to another, so no gold set of the target split occurs in the source split.
 
 Used by catalog variants that measure generalisation to unseen tool bundles (``toollens-scene-disjoint``)
-and, for such variants, by the dev carve (:func:`toolret.catalog.registry.carve_dev_split`), so that model
+and, for such variants, by the dev carve (:func:`toolret.catalog.datasets.carve_dev_split`), so that model
 selection sees the same kind of queries as the test split.
 
 Procedure (seeded, deterministic): the source split's judged queries are grouped by their gold set; the

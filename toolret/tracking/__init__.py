@@ -2,7 +2,7 @@
 
 No Dagster import anywhere in this package; MLflow and matplotlib are imported inside functions.
 Logging is idempotent (same inputs -> the same run); trained models under ``data/models/`` are
-registered in the MLflow model registry by their DVC md5 (:mod:`toolret.tracking.registry`).
+registered in the MLflow model registry by their DVC md5 (:mod:`toolret.tracking.model_registry`).
 
 Typical use::
 
@@ -22,15 +22,15 @@ _EXPORTS = {
     "compare_results": "comparison",
     "log_comparison_report": "comparison",
     "order_metrics": "comparison",
-    "find_result_files": "evaluation",
-    "is_evaluation_result": "evaluation",
-    "load_per_query": "evaluation",
-    "load_result": "evaluation",
-    "log_evaluation_run": "evaluation",
-    "per_query_path_for": "evaluation",
-    "register_models": "registry",
+    "find_result_files": "runs",
+    "is_evaluation_result": "runs",
+    "load_per_query": "runs",
+    "load_result": "runs",
+    "log_evaluation_run": "runs",
+    "per_query_path_for": "runs",
+    "register_models": "model_registry",
     "log_reproduction_matrix": "reproduction",
-    "registered_model_name": "registry",
+    "registered_model_name": "model_registry",
     "default_tracking_uri": "store",
     "get_client": "store",
     "get_or_create_experiment": "store",

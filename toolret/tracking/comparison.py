@@ -36,7 +36,7 @@ import numpy as np
 from toolret.evaluate_api import EvalResult, collapse_identical, compare
 from toolret.metrics.names import metric_name_for_mlflow
 from toolret.provenance import git_state, sha256_file
-from toolret.tracking.evaluation import LOG_FORMAT, load_per_query, load_result, per_query_path_for
+from toolret.tracking.runs import LOG_FORMAT, load_per_query, load_result, per_query_path_for
 from toolret.tracking.store import (
     INPUTS_TAG,
     digest,

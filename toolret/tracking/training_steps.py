@@ -56,11 +56,11 @@ class MLflowSteps:
 
     def finish(self, artifact: Path) -> None:
         """Log the artifact, tag the run with its folder (project-relative: the model registry finds the run
-        that trained a version by it, :func:`toolret.tracking.registry.producing_run`) and end the run."""
+        that trained a version by it, :func:`toolret.tracking.model_registry.producing_run`) and end the run."""
         if self.client is None:
             return
         from toolret.paths import portable_path
-        from toolret.tracking.registry import ARTIFACT_TAG
+        from toolret.tracking.model_registry import ARTIFACT_TAG
 
         self.client.log_artifacts(self.run_id, str(artifact), artifact_path="adapter")
         self.client.set_tag(self.run_id, ARTIFACT_TAG, portable_path(str(Path(artifact).resolve())))

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from toolret.catalog.io import save_catalog
-from toolret.catalog.registry import load_dataset
+from toolret.catalog.datasets import load_dataset
 
 SMALL = {
     "evaluation": {"ks": [1, 3, 5], "k_max": 10, "bootstrap_samples": 50},

@@ -8,7 +8,7 @@ import copy
 import pytest
 
 from toolret.errors import CatalogError
-from toolret.catalog.registry import carve_dev_split, load_dataset
+from toolret.catalog.datasets import carve_dev_split, load_dataset
 from toolret.catalog.source import source_root
 from toolret.catalog.splits import gold_set_split
 

@@ -55,7 +55,7 @@ class BagOfWordsEncoder:
 def tiny_lm(tmp_path_factory):
     from make_fixture import write_fixture_catalog  # tests/fixtures is on sys.path (tests/conftest.py)
 
-    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.datasets import load_dataset
 
     cat = load_dataset(str(write_fixture_catalog(tmp_path_factory.mktemp("lmcat") / "cat")))
     texts = [t.docs["original"] for t in cat.tools] + [q.text for q in cat.queries] * 3

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from toolret.catalog.registry import load_dataset
+from toolret.catalog.datasets import load_dataset
 from toolret.methods.qta.components import QTARewriter
 from toolret.methods.qta.config import QTAConfig
 from toolret.methods.qta.generation import QTALLM

@@ -14,7 +14,7 @@ import yaml
 
 from toolret.catalog.io import save_catalog
 from toolret.errors import CatalogError
-from toolret.catalog.registry import load_dataset
+from toolret.catalog.datasets import load_dataset
 from toolret.jsonl_artifacts import meta_path, read_jsonl
 from toolret.methods.reinvoke.artifacts import build_hyde, build_intents, load_artifact
 from toolret.methods.reinvoke.generation import LazyLLM

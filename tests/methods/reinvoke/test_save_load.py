@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from toolret.catalog.registry import load_dataset
+from toolret.catalog.datasets import load_dataset
 from toolret.methods.reinvoke.components import IntentRewriter, ReInvokeIndex
 from toolret.methods.reinvoke.config import ReInvokeConfig
 from toolret.pipeline import Pipeline

@@ -55,7 +55,7 @@ def test_every_committed_toolbench_shard_answers_a_current_prompt():
     (ToolBench's shared 2,479-API corpus, or a seeded tool sample of the 46,879-API one)."""
     import json
 
-    from toolret.catalog.registry import load_dataset_for
+    from toolret.catalog.datasets import load_dataset_for
     from toolret.catalog.source import source_root
     from toolret.catalog.synthetic import sample_tools
     from toolret.config import load_params
@@ -113,7 +113,7 @@ def test_a_training_catalog_over_a_corpus_is_built_from_its_sources_and_the_comm
     the corpus is loaded from its source folders and cleaned, the seeded tool sample the generation job wrote
     for is drawn, and its queries come from the committed shards (no LLM); no test query is read."""
     from toolret.catalog.io import load_catalog
-    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.datasets import load_dataset
     from toolret.catalog.synthetic import sample_tools
     from toolret.cli import main
     from toolret.config import load_params
@@ -146,7 +146,7 @@ def test_a_training_catalog_reads_the_shards_of_the_generator_its_spec_names(tmp
     """`synthetic.<name>.llm_model` / `llm_engine` pick whose committed shards the catalog is built from (a larger
     generator's, written by `generate-shards --set reinvoke.llm_model=...`), not Re-Invoke's default generator's."""
     from toolret.catalog.io import load_catalog
-    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.datasets import load_dataset
     from toolret.catalog.synthetic import sample_tools
     from toolret.cli import main
     from toolret.config import load_params

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from toolret.errors import CatalogError
-from toolret.catalog.registry import load_dataset
+from toolret.catalog.datasets import load_dataset
 from toolret.methods.reinvoke.components import MemoEncoder, ReInvokeIndex
 from toolret.methods.reinvoke.config import ReInvokeConfig
 from toolret.methods.reinvoke.tool_vectors import ToolVectors, tool_key

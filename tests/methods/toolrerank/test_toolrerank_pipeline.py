@@ -68,7 +68,7 @@ def test_artifact_is_trained_with_its_selection_recorded(trained):
     assert report["n_train_queries"] == 12
     assert report["cross_encoder"]["n_positive"] > 0
     # seen = the gold APIs of the training queries (dev queries excluded), identified by (tool, API) names
-    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.datasets import load_dataset
 
     cat = load_dataset(str(trained["catalog"]), dev_fraction=0.25, seed=13)
     from toolret.methods.toolrerank.training import sample_queries
@@ -89,7 +89,7 @@ def test_evaluation_result(trained):
 
 
 def test_saved_pipeline_ranks_like_the_built_one_and_rerank_m_reorders_only_the_top_m(trained):
-    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.datasets import load_dataset
     from toolret.config import load_params
     from toolret.pipeline import Pipeline, build_pipeline
     from toolret.roles import Corpus
@@ -117,7 +117,7 @@ def test_saved_pipeline_ranks_like_the_built_one_and_rerank_m_reorders_only_the_
 
 def test_ce_weight_fuses_the_reranked_order_with_the_first_stage(trained):
     """``toolrerank.ce_weight``: 1 is the reranked order, 0 the first stage's, between them weighted RRF."""
-    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.datasets import load_dataset
     from toolret.config import apply_overrides, load_params
     from toolret.pipeline import build_pipeline
     from toolret.retrieval.fusion import weighted_rrf
@@ -145,7 +145,7 @@ def test_ce_weight_fuses_the_reranked_order_with_the_first_stage(trained):
 def test_unset_ce_weight_is_the_artifacts_dev_selected_one(trained):
     """The training report records the dev metric of every grid.ce_weight and selects the best; a run with
     ``toolrerank.ce_weight`` unset ranks exactly as one given that weight."""
-    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.datasets import load_dataset
     from toolret.config import apply_overrides, load_params
     from toolret.pipeline import build_pipeline
     from toolret.roles import Corpus
@@ -181,7 +181,7 @@ def test_a_missing_artifact_without_trainer_is_a_clear_error(trained, tmp_path):
 
 
 def test_separation_diagnostic_scores_gold_hard_and_random_dev_pairs(trained, capsys):
-    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.datasets import load_dataset
     from toolret.methods.toolrerank.training import sample_queries
 
     cat = load_dataset(str(trained["catalog"]), dev_fraction=0.25, seed=13)
@@ -286,7 +286,7 @@ def test_score_views_rewrites_scores_each_api_by_its_best_matching_rewrite(train
     """``toolrerank.score_views: rewrites``: Rerank-m's order of the top m is the order of max(CE(query, api),
     CE(rewrite, api)) over the rewriter's rewrites, computed here from the cross-encoder directly; with
     ``query`` (the paper) the rewrites are not read."""
-    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.datasets import load_dataset
     from toolret.config import apply_overrides, load_params
     from toolret.methods.toolrerank.crossencoder import CrossEncoderScorer
     from toolret.pipeline import Pipeline, build_pipeline
@@ -353,7 +353,7 @@ def test_a_mixed_in_catalog_adds_its_training_rows_and_seen_apis_and_keys_the_ar
     from make_fixture import write_fixture_catalog
 
     from toolret.artifact_key import read_key
-    from toolret.catalog.registry import load_dataset
+    from toolret.catalog.datasets import load_dataset
     from toolret.methods.toolrerank.training import sample_queries
 
     raw = write_fixture_catalog(tmp_path / "other_catalog", n_tools=40, n_train=24, n_test=4, seed=5)

@@ -44,7 +44,7 @@ def _dense_ft(ctx: BuildContext):
     folder = Path(ctx.model) if ctx.model else model_dir(ctx.training_name, "dense-ft")
     training = None
     if ctx.training_name != ctx.catalog.name:
-        from toolret.catalog.registry import load_dataset_for
+        from toolret.catalog.datasets import load_dataset_for
 
         def training() -> Catalog:
             return load_dataset_for(ctx.training_name, ctx.params)
@@ -65,7 +65,7 @@ def _hybrid(ctx: BuildContext, fine_tuned: bool = False):
     side_ctx = BuildContext(ctx.catalog, ctx.params)
     dev_catalog = None
     if config.dev_dataset and config.select_on_dev:
-        from toolret.catalog.registry import load_dataset_for
+        from toolret.catalog.datasets import load_dataset_for
 
         dev_catalog = load_dataset_for(config.dev_dataset, ctx.params)
     return HybridRetriever([build_component(s.component, side_ctx) for s in config.sides], config,

@@ -26,7 +26,7 @@ def catalog_source_deps(params: Any, dataset: str) -> tuple[str, ...]:
 
     # Only `toolret stages` calls this, no stage command does: importlib keeps the dataset registry (and
     # every loader) out of the import graph the other stages' code deps are read from.
-    registry = importlib.import_module("toolret.catalog.registry")
+    registry = importlib.import_module("toolret.catalog.datasets")
     if dataset in registry.DATASETS:
         return tuple(f"${{source.root}}/{d}" for d in registry.source_dirs(dataset))
     beir = param_value(params, "source.beir") or {}

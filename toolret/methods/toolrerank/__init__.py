@@ -27,8 +27,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from toolret.methods.toolrerank.config import ToolRerankSection, TrainingConfig
-from toolret.registry import (BuildContext, CliCommand, Component, Method, NamedPipeline, Section, StageTemplate,
-                              in_git, loads, register_method)
+from toolret.registry import (
+    BuildContext,
+    CliCommand,
+    Component,
+    Method,
+    NamedPipeline,
+    Section,
+    StageTemplate,
+    in_git,
+    loads,
+    register_method,
+)
 from toolret.stage_templates import ablation_grid, dense_ft_deps, index_and_evaluate, model_dep
 
 RERANK_M = (10, 30, 50)
@@ -59,7 +69,7 @@ def _trainer(ctx: BuildContext, artifact: Path):
         if name is None or name == ctx.catalog.name:
             catalog = ctx.catalog
         else:
-            from toolret.catalog.registry import load_dataset_for
+            from toolret.catalog.datasets import load_dataset_for
 
             catalog = load_dataset_for(name, ctx.params)
         train_artifact(catalog, cfg, ctx.params, artifact)

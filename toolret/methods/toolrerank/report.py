@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from toolret.catalog.registry import load_dataset
+from toolret.catalog.datasets import load_dataset
 from toolret.grid_report import (
     format_p,
     markdown_table,

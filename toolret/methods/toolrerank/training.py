@@ -29,8 +29,8 @@ import numpy as np
 
 from toolret.artifact_key import fingerprint, make_key, write_key
 from toolret.atomic import atomic_directory, write_json
+from toolret.catalog.datasets import load_dataset_for
 from toolret.catalog.model import Catalog
-from toolret.catalog.registry import load_dataset_for
 from toolret.catalog.select import sample_queries
 from toolret.errors import CatalogError
 from toolret.methods.toolrerank.classifier import QueryTypeClassifier

@@ -308,7 +308,7 @@ def log_evaluation_run(
         project_dir: the DVC project (for ``dvc.lock`` and git); default: the result's ancestors'
             first folder holding ``dvc.yaml``.
         register_models: register the models in the result's DVC lineage (idempotent, see
-            :mod:`toolret.tracking.registry`) and tag the run with their versions.
+            :mod:`toolret.tracking.model_registry`) and tag the run with their versions.
     """
     from mlflow.entities import Metric, Param
 
@@ -345,7 +345,7 @@ def log_evaluation_run(
                               lineage, params, versions, extra_tags, Metric, Param, metric_name_for_mlflow)
     make_current(client, exp_id, identity, run_id)
     if register_models and project is not None and lineage:  # after the run: a new version links to it
-        from toolret.tracking.registry import models_used_by, register_model  # imports this module
+        from toolret.tracking.model_registry import models_used_by, register_model  # imports this module
 
         for model in models_used_by(lineage[0], lock):
             if (project / model.path).exists():
