@@ -11,7 +11,7 @@ shows on a node) names what the item is about: ``<dataset>.<method>`` where both
 (``index@mtrb-restbench-bm25`` -> ``["index", "mtrb-restbench.bm25"]``, ``finetune@toollens`` ->
 ``["finetune", "toollens.dense-ft"]``), else the item (``catalog@toollens`` -> ``["catalog", "toollens"]``),
 the matrix values joined by ``.`` for other matrices. The method is the data layout's
-(``data/<kind>/<dataset>/<method>``), else the command's ``--method``. The group is the stage name,
+(``data/<kind>/<dataset>/<method>``), else the command's ``--method`` / ``--component``. The group is the stage name,
 shortened when the asset graph would cut it. Each of these choices (facets, key, group, description, tags,
 metadata, checks) is a method of one :class:`DvcTranslator`, overridable part by part (as dagster-dbt's
 ``DagsterDbtTranslator``); :func:`load_stage_items`, :func:`build_dvc_assets` and the code location
@@ -148,8 +148,9 @@ class DvcTranslator:
 
     #: the project's data layout, naming dataset and method (``data/<kind>/<dataset>/<method>``)
     layout = re.compile(r"^data/(?:catalogs|curated|models|indexes|runs)/(?P<dataset>[^/]+)(?:/(?P<method>[^/]+))?")
-    #: a command's ``--method`` (e.g. ``toolret fit --method reinvoke-qgen``, outs elsewhere)
-    cmd_method = re.compile(r"--method[= ](?P<method>[A-Za-z0-9_.+\-\[\]]+)")
+    #: a command's ``--method`` (a pipeline: ``toolret evaluate --method bm25``) or ``--component`` (``toolret fit
+    #: --component reinvoke-qgen``, outs elsewhere)
+    cmd_method = re.compile(r"--(?:method|component)[= ](?P<method>[A-Za-z0-9_.+\-\[\]]+)")
     #: words shortened in a group name over :data:`GROUP_NAME_MAX`
     group_words: Mapping[str, str] = {"evaluate": "eval", "ablations": "ablate"}
     #: a method ``<base><suffix>`` gets a quality gate against ``<base>`` on the same dataset
@@ -158,7 +159,7 @@ class DvcTranslator:
     # -- what an item is about, and its key -------------------------------------------------------
     def facets(self, stage: DvcStage) -> dict[str, str]:
         """``{"dataset": ..., "method": ...}`` (a matrix's scalar values, or ``item``): the foreach key
-        (a dataset when it is one), then the data layout of the outs, then the command's ``--method``."""
+        (a dataset when it is one), then the data layout of the outs, then the command's ``--method`` / ``--component``."""
         facets: dict[str, str] = {}
         if stage.matrix is not None:
             facets.update({k: str(v) for k, v in stage.matrix.items() if _scalar(v)})

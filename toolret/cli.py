@@ -181,10 +181,10 @@ def cmd_fit(args: argparse.Namespace) -> None:
     from toolret.registry import BuildContext, build_component
 
     params = _params(args)
-    catalog = _catalog(args, params, [args.method])
-    comp = build_component(args.method, BuildContext(catalog, params, model=args.out))
+    catalog = _catalog(args, params, [args.component])
+    comp = build_component(args.component, BuildContext(catalog, params, model=args.out))
     comp.fit(catalog)
-    print(json.dumps({"dataset": catalog.name, "component": args.method, "out": args.out}))
+    print(json.dumps({"dataset": catalog.name, "component": args.component, "out": args.out}))
 
 
 def cmd_rewrite(args: argparse.Namespace) -> None:
@@ -194,11 +194,11 @@ def cmd_rewrite(args: argparse.Namespace) -> None:
     from toolret.registry import BuildContext, build_component, component
 
     params = _params(args)
-    if component(args.method).role != "rewriter":
-        raise CatalogError(f"{args.method!r} is a {component(args.method).role}, not a rewriter")
-    catalog = _catalog(args, params, [args.method])
-    meta = write_rewrites(build_component(args.method, BuildContext(catalog, params)), catalog, args.split, args.out)
-    print(json.dumps({"dataset": catalog.name, "component": args.method, "counts": meta.get("counts")}))
+    if component(args.component).role != "rewriter":
+        raise CatalogError(f"{args.component!r} is a {component(args.component).role}, not a rewriter")
+    catalog = _catalog(args, params, [args.component])
+    meta = write_rewrites(build_component(args.component, BuildContext(catalog, params)), catalog, args.split, args.out)
+    print(json.dumps({"dataset": catalog.name, "component": args.component, "counts": meta.get("counts")}))
 
 
 def _doc_variants(catalog, requested: list[str] | None) -> list[str]:
@@ -704,14 +704,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     f = sub.add_parser("fit", help="fit one component on a catalog (dense-ft training, Re-Invoke query generation ...)")
     source(f)
-    f.add_argument("--method", required=True, help="component name")
+    f.add_argument("--component", required=True, help="component name (toolret datasets lists them)")
     f.add_argument("--out", required=True, help="the component's learned artifact")
     overrides(f)
     f.set_defaults(func=cmd_fit)
 
     w = sub.add_parser("rewrite", help="rewrite a split's queries with a rewriter and store the outputs")
     source(w)
-    w.add_argument("--method", required=True, help="rewriter name")
+    w.add_argument("--component", required=True, help="rewriter component name")
     w.add_argument("--split", default="test")
     w.add_argument("--out", required=True)
     overrides(w)

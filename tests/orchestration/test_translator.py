@@ -38,7 +38,7 @@ def test_default_translator_parts(tmp_path: Path) -> None:
                      frozenset({"x"}))
     assert t.facets(stage) == {"item": "x", "dataset": "x", "method": "bm25"}
     assert t.key_path(stage, t.facets(stage)) == ("index", "x.bm25")
-    fit = DvcStage("fit@y", "fit", "y", None, "toolret fit --method reinvoke-qgen", ("elsewhere/y",))
+    fit = DvcStage("fit@y", "fit", "y", None, "toolret fit --component reinvoke-qgen", ("elsewhere/y",))
     assert t.facets(fit) == {"item": "y", "method": "reinvoke-qgen"}
     assert t.group_name("evaluate_toolrerank") == "eval_toolrerank"
     items = {i.name: i for i in load_stage_items(_project(tmp_path))}

@@ -174,7 +174,7 @@ def test_rewrite_stores_any_rewriter_s_outputs_through_the_protocol(fixture_cata
     from toolret.catalog.datasets import load_dataset
 
     out = tmp_path / "rewrites.jsonl"
-    assert main(["rewrite", "--dataset", str(fixture_catalog_dir), "--method", "test-twice", "--out", str(out)]) == 0
+    assert main(["rewrite", "--dataset", str(fixture_catalog_dir), "--component", "test-twice", "--out", str(out)]) == 0
     catalog = load_dataset(str(fixture_catalog_dir))
     judged = [q for q in catalog.split("test") if catalog.gold(q.id)]
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]

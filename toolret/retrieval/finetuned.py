@@ -50,7 +50,7 @@ class FinetunedDenseRetriever(DenseRetriever):
         if self.trained:
 
             require_current(self.artifact, artifact_key(catalog, self.finetune_config),
-                            f"remove {self.artifact} and run `toolret fit --method dense-ft --dataset {catalog.name} "
+                            f"remove {self.artifact} and run `toolret fit --component dense-ft --dataset {catalog.name} "
                             f"--out {self.artifact}` (or `dvc repro finetune@{catalog.name}`)")
             return
 
@@ -60,7 +60,7 @@ class FinetunedDenseRetriever(DenseRetriever):
     def encoder(self):
         if not self.trained:
             raise CatalogError(f"dense-ft: {self.artifact} is not a fine-tune artifact (no model/ inside); "
-                               "fit it first (`toolret fit --method dense-ft ...`)")
+                               "fit it first (`toolret fit --component dense-ft ...`)")
         return super().encoder
 
     def training_report(self) -> dict:

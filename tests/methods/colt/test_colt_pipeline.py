@@ -21,7 +21,7 @@ def test_fit_index_evaluate_and_round_trip(colt_project, cli):
 
     proj, catalog, curated, _ = colt_project
     model = proj / "data" / "models" / catalog.name / "colt"
-    assert cli(proj, "fit", "--method", "colt", "--catalog", str(curated), "--out", str(model)) == 0
+    assert cli(proj, "fit", "--component", "colt", "--catalog", str(curated), "--out", str(model)) == 0
     meta = json.loads((model / "colt.json").read_text())
     report = meta["training"]
     assert meta["settings"]["encoder"] == "dense" and meta["tool_ids"] == catalog.tool_ids

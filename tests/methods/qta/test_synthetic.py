@@ -90,7 +90,7 @@ def test_cli_trains_on_the_synthetic_catalog_and_evaluates_every_benchmark_query
         "qta": {**qta, "synthetic": {"runs": {"bench": {"catalog": "bench-synthetic"}}, "set": {"m": 1}}},
     }))
     adapters = proj / "data" / "models" / "bench-synthetic" / "qta"
-    assert main(["fit", "--method", "qta-syn", "--catalog", str(training), "--out", str(adapters)]) == 0
+    assert main(["fit", "--component", "qta-syn", "--catalog", str(training), "--out", str(adapters)]) == 0
     prefs = proj / "data" / "qta" / "bench-synthetic" / "tiny-llama" / "preferences.jsonl"
     records = [json.loads(line) for line in prefs.read_text().splitlines()]
     assert {r["round"] for r in records} == {0} and len(records) == 6  # m = 1 round per synthetic request

@@ -338,7 +338,7 @@ def test_an_artifact_trained_on_a_catalog_folder_is_the_one_its_evaluation_accep
     artifact = model_dir(folder, "toolrerank")
     assert artifact == trained["root"] / "data" / "models" / "ablations" / "fixture-copy" / "toolrerank"
     setting = f"toolrerank.train_dataset={folder}"
-    assert main(["--params", str(trained["params"]), "fit", "--method", "toolrerank-ce", "--catalog", str(folder),
+    assert main(["--params", str(trained["params"]), "fit", "--component", "toolrerank-ce", "--catalog", str(folder),
                  "--out", str(artifact), "--set", setting]) == 0
     out = tmp_path / "r.json"
     assert main(["--params", str(trained["params"]), "evaluate", "--dataset", str(trained["catalog"]), "--method",
@@ -363,7 +363,7 @@ def test_a_mixed_in_catalog_adds_its_training_rows_and_seen_apis_and_keys_the_ar
                      "--out", str(folder)]) == 0
     mixed = tmp_path / "mixed" / "toolrerank"
     settings = ["--set", f"toolrerank.mix_datasets=[{other}]", "--set", "toolrerank.mix_queries=8"]
-    assert main(["--params", str(trained["params"]), "fit", "--method", "toolrerank-ce", "--catalog",
+    assert main(["--params", str(trained["params"]), "fit", "--component", "toolrerank-ce", "--catalog",
                  str(primary), "--out", str(mixed), "--set", "toolrerank.train_dataset=fixture_catalog",
                  *settings]) == 0
     report = json.loads((mixed / "toolrerank.json").read_text())

@@ -105,7 +105,7 @@ METHOD = register_method(Method(
         name="finetune", order=30, costly=True, trains=True, foreach="${finetune_datasets}",
         desc="dense-ft encoder fine-tuned on the dataset's train split (MNRL, in-batch negatives), the step "
              "with the best dev recall@5 kept",
-        cmd="toolret fit --method dense-ft --catalog data/curated/${item} --out data/models/${item}/dense-ft",
+        cmd="toolret fit --component dense-ft --catalog data/curated/${item} --out data/models/${item}/dense-ft",
         entry="toolret.cli:cmd_fit", components=("dense-ft",),
         deps=("data/curated/${item}",), params=("finetune", "dense"),
         outs=in_git("data/models/${item}/dense-ft"),

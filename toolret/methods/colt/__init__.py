@@ -67,7 +67,7 @@ METHOD = register_method(Method(
             name="colt", order=35, costly=True, trains=True, foreach="${colt_datasets}",
             desc="COLT collaborative stage trained on the train split over the dense-ft encoder, dev-selected "
                  "(tool representations + report)",
-            cmd="toolret fit --method colt --catalog data/curated/${item} --out " + _MODEL,
+            cmd="toolret fit --component colt --catalog data/curated/${item} --out " + _MODEL,
             entry="toolret.cli:cmd_fit", components=("colt",),
             deps=("data/curated/${item}", "data/models/${item}/dense-ft"), params=("colt", "dense", "finetune"),
             outs=in_git(_MODEL),

@@ -152,7 +152,7 @@ class ColtRetriever:
     def index(self, tool_ids: Sequence[str], documents: Sequence[str]) -> None:
         if self._tools is None:
             if self.artifact is None or not (self.artifact / ARTIFACT_FILE).is_file():
-                raise CatalogError("colt: not fitted (no artifact); fit it first (`toolret fit --method colt ...`)")
+                raise CatalogError("colt: not fitted (no artifact); fit it first (`toolret fit --component colt ...`)")
             self._load_artifact(self.artifact)
         if list(tool_ids) != self._meta["tool_ids"]:
             raise CatalogError(f"colt: the learned model covers {len(self._meta['tool_ids'])} other tools than the "

@@ -112,7 +112,7 @@ METHOD = register_method(Method(
             name="qta_preferences", order=42, costly=True, foreach="${qta.runs}",
             desc="QTA DPO preference data: m rounds x 2 LLM rewrites per training query, scored by eq. 4 under "
                  "frozen dense",
-            cmd=f"toolret fit --method qta-base {_RUN} --out data/qta/${{key}}/preferences.jsonl",
+            cmd=f"toolret fit --component qta-base {_RUN} --out data/qta/${{key}}/preferences.jsonl",
             entry="toolret.cli:cmd_fit", components=("qta-base+dense",), deps=("data/curated/${item.dataset}",),
             params=("qta", "dense", "catalog"),
             outs=in_git("data/qta/${key}/preferences.jsonl", "data/qta/${key}/preferences.meta.json"),
@@ -120,7 +120,7 @@ METHOD = register_method(Method(
         StageTemplate(
             name="qta_adapter", order=43, costly=True, trains=True, foreach="${qta.runs}",
             desc="QTA LoRA adapters (one per qta.train_m) trained by DPO on the preference data",
-            cmd=f"toolret fit --method qta-rewriter {_RUN} --out data/models/${{key}}/qta",
+            cmd=f"toolret fit --component qta-rewriter {_RUN} --out data/models/${{key}}/qta",
             entry="toolret.cli:cmd_fit", components=("qta-rewriter+dense",),
             deps=("data/curated/${item.dataset}", "data/qta/${key}/preferences.jsonl"),
             params=("qta", "dense", "catalog"),
@@ -140,7 +140,7 @@ METHOD = register_method(Method(
             name="qta_synthetic", order=44, costly=True, trains=True, foreach="${qta.synthetic.runs}",
             desc="QTA on synthetic requests: DPO preference data over the benchmark's synthetic training catalog "
                  "(rank rewards from frozen dense) and the LoRA adapter trained on it",
-            cmd="toolret fit --method qta-syn --catalog data/curated/${item.catalog} --out data/models/${item.catalog}/qta",
+            cmd="toolret fit --component qta-syn --catalog data/curated/${item.catalog} --out data/models/${item.catalog}/qta",
             entry="toolret.cli:cmd_fit", components=("qta-syn+dense",), deps=("data/curated/${item.catalog}",),
             params=("qta", "dense", "catalog"), keep=_trains_here,
             outs=in_git("data/models/${item.catalog}/qta", "data/qta/${item.catalog}/preferences.jsonl",
@@ -151,7 +151,7 @@ METHOD = register_method(Method(
             desc="QTA trained on synthetic requests, evaluated on every test query of the benchmark "
                  "(qta.synthetic.grid, paired tests vs dense), and its test rewrites (what the report's change table reads)",
             cmd="toolret evaluate-grid --catalog data/curated/${key} --grid qta.synthetic.grid --docs ${item.docs} "
-                "--out data/runs/${key}/qta-synthetic && toolret rewrite --method qta-syn --catalog data/curated/${key} "
+                "--out data/runs/${key}/qta-synthetic && toolret rewrite --component qta-syn --catalog data/curated/${key} "
                 "--split test --out data/qta/${item.catalog}/${key}.test-rewrites.jsonl",
             entry="toolret.cli:cmd_evaluate_grid", components=("qta-syn", "dense"),
             deps=("data/curated/${key}", "data/models/${item.catalog}/qta"),

@@ -6,7 +6,7 @@
   greedy rewrite per query with the adapter merged into the local LLM (cached like every LLM output).
 - ``qta-base`` (zero-shot, the untrained reference policy, the paper's "fixed LLM"): the same prompt on
   the base LLM; its ``fit`` writes the preference data (the sampling half of training) when it was
-  built with an output path (``toolret fit --method qta-base --out .../preferences.jsonl``).
+  built with an output path (``toolret fit --component qta-base --out .../preferences.jsonl``).
 
 Both return exactly one search query per user query (no fusion); an output that does not parse falls
 back to the user query (``stats["fallback_reasons"]`` counts why).
@@ -161,7 +161,7 @@ class QTARewriter:
             if self.trained:
                 adapter = self.adapter_dir()
                 if not self._adapter_ready(self.config.m):
-                    raise CatalogError(f"qta: no adapter at {adapter}; fit it first (`toolret fit --method "
+                    raise CatalogError(f"qta: no adapter at {adapter}; fit it first (`toolret fit --component "
                                        "qta-rewriter ...`, or `toolret evaluate`, which trains what is absent)")
             self._llm = self._llm_factory(adapter)
         return self._llm

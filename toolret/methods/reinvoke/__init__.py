@@ -82,7 +82,7 @@ def _rewrite_stage(kind: str, component: str, what: str) -> StageTemplate:
     """The stage storing a rewriter's outputs for the test queries (``toolret rewrite``)."""
     return StageTemplate(
         name=kind, order=41, costly=True, foreach="${reinvoke_datasets}", desc=f"Re-Invoke: {what}",
-        cmd=f"toolret rewrite --method {component} --catalog data/curated/${{item}} --split test "
+        cmd=f"toolret rewrite --component {component} --catalog data/curated/${{item}} --split test "
             f"--out data/reinvoke/${{item}}/{kind}.jsonl",
         entry="toolret.cli:cmd_rewrite", components=(f"{component}+dense",), deps=("data/curated/${item}",),
         params=_LLM, outs=in_git(f"data/reinvoke/${{item}}/{kind}.jsonl", f"data/reinvoke/${{item}}/{kind}.meta.json"),
@@ -123,7 +123,7 @@ METHOD = register_method(Method(
         StageTemplate(
             name="synth_queries", order=40, costly=True, foreach="${reinvoke_datasets}",
             desc="Re-Invoke synthetic queries: the LLM writes n queries per tool (original documents)",
-            cmd="toolret fit --method reinvoke-qgen --catalog data/curated/${item} "
+            cmd="toolret fit --component reinvoke-qgen --catalog data/curated/${item} "
                 "--out data/reinvoke/${item}/synthetic_queries.jsonl",
             entry="toolret.cli:cmd_fit", components=("reinvoke-qgen",), deps=("data/curated/${item}",), params=_LLM,
             outs=in_git("data/reinvoke/${item}/synthetic_queries.jsonl",

@@ -200,7 +200,7 @@ class ReInvokeIndex:
         if records is None:
             if self.llm is None:
                 raise CatalogError("reinvoke-qgen: no synthetic-query artifact and no LLM to generate queries "
-                                   "(run its fit stage: `toolret fit --method reinvoke-qgen ...`)")
+                                   "(run its fit stage: `toolret fit --component reinvoke-qgen ...`)")
 
             records = self._synthetic = generate_synthetic_queries(self.llm, tool_ids, documents, self.config)
         return queries_by_tool(records, tool_ids, self.config.n_queries)

@@ -196,7 +196,7 @@ METHOD = register_method(Method(
             desc="ToolRerank artifact of one training catalog: cross-encoder trained on its train split (gold + "
                  "first-stage hard negatives + in-batch or random negatives), query-type classifier, "
                  "m_s/m_u/tau_s/tau_m/n selected on its dev split",
-            cmd="toolret fit --method toolrerank-ce --catalog data/curated/${key} --out data/models/${key}/toolrerank "
+            cmd="toolret fit --component toolrerank-ce --catalog data/curated/${key} --out data/models/${key}/toolrerank "
                 "--set toolrerank.train_dataset=${key}",
             entry="toolret.cli:cmd_fit", components=("toolrerank",),
             deps=("data/curated/${key}",), item_deps=_training_first_stage,

@@ -99,13 +99,13 @@ class ToolRerankReranker:
             if self.expected_key is not None and not self._checked:
 
                 require_current(self.artifact, self.expected_key,
-                                f"remove {self.artifact} and run `toolret fit --method {self.name} --dataset "
+                                f"remove {self.artifact} and run `toolret fit --component {self.name} --dataset "
                                 f"<toolrerank.train_dataset> --out {self.artifact}`")
                 self._checked = True
             return
         if self.trainer is None:
             raise CatalogError(f"{self.name}: {self.artifact} is not a trained ToolRerank artifact; train it with "
-                               f"`toolret fit --method {self.name} --dataset <train dataset> --out {self.artifact}`")
+                               f"`toolret fit --component {self.name} --dataset <train dataset> --out {self.artifact}`")
         self.trainer()
         if not self.trained:
             raise CatalogError(f"{self.name}: training did not produce {self.artifact}")
