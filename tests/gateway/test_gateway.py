@@ -335,7 +335,7 @@ def test_the_adapt_champion_is_used_where_one_exists_else_the_spec(tmp_path, cap
             return str(out / "champion")
         raise RuntimeError(f"no registered model for {ref}")
 
-    monkeypatch.setattr("toolret.adapt.resolve_index", resolve)
+    monkeypatch.setattr("toolret.gateway.gateway.resolve_index", resolve)  # where the gateway looks it up
     for ref in ("models:/adapt-gw-test-demo@champion", "gw-test-demo"):  # a URI; a catalog name
         choice = anyio.run(gateway, config_from_dict({"adapt": ref, "servers": servers})).choice
         assert (choice.source, choice.index) == ("adapt", str(out / "champion")), ref
