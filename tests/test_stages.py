@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,11 @@ def test_stage_code_deps_follow_the_import_graph():
     assert not {p for p in deps["catalog"] if p.startswith("toolret/methods/reinvoke/") and
                 not p.endswith(("__init__.py", "config.py"))}
     assert "toolret/llm/parsing.py" not in deps["evaluate"]
+    # the CLI imports every command's code at its top; a stage depends on what its own command uses
+    cli_top = {n.module for n in ast.parse((ROOT / "toolret/cli.py").read_text()).body if isinstance(n, ast.ImportFrom)}
+    assert {"toolret.gateway.cli", "toolret.reproduce", "toolret.serving.service"} <= cli_top
+    for stage in ("catalog", "evaluate", "finetune", "synth_queries"):
+        assert not {"toolret/gateway/cli.py", "toolret/reproduce.py", "toolret/serving/service.py"} & set(deps[stage])
     assert "toolret/retrieval/finetune.py" not in deps["catalog"]
     assert all(Path(ROOT, p).is_file() for ds in deps.values() for p in ds if p.startswith("toolret/"))
 

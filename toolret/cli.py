@@ -10,21 +10,67 @@ import time
 from pathlib import Path
 from typing import Any
 
+from toolret.adapt import GeneratorSpec, adapt, resolve_index
+from toolret.atomic import atomic_directory, write_json, write_text
+from toolret.catalog.cleanup import clean_catalog
+from toolret.catalog.datasets import DATASETS, load_dataset
+from toolret.catalog.folds import kfold_split
+from toolret.catalog.importers.mcp import import_mcp
+from toolret.catalog.importers.openapi import import_openapi
+from toolret.catalog.io import load_catalog, save_catalog
+from toolret.catalog.select import select_queries
+from toolret.catalog.synthetic import sample_tools, stored_group_queries, stored_tool_queries, synthesize
+from toolret.catalog.validation import validate_catalog
+from toolret.config import apply_overrides, load_params, params_source
 from toolret.errors import CatalogError, ToolretError
+from toolret.evaluation import (
+    commit_record_run,
+    evaluate_retriever,
+    grid_summary,
+    provenance,
+    record_fields,
+    run_path_for,
+    write_result,
+)
+from toolret.gateway.cli import add_commands as gateway_commands
+from toolret.jsonl_artifacts import write_rewrites
+from toolret.llm.engines import build_generator
+from toolret.llm.server import serve_llm
+from toolret.llm.shards import git_commit, record_generations, run_durable
+from toolret.paths import data_dir, project_dir
+from toolret.pipeline import PIPELINE_FILE, Pipeline, build_pipeline
+from toolret.provenance import sha256_tree
+from toolret.registry import (
+    BuildContext,
+    build_component,
+    cli_commands,
+    component,
+    components,
+    generation_job,
+    parse_spec,
+    pipelines,
+    report_hook,
+)
+from toolret.reproduce import add_arguments as reproduce_arguments
+from toolret.reproduce import run
+from toolret.retrieval.models import resolve_encoder
+from toolret.roles import Corpus
+from toolret.serve import serve
+from toolret.serving.mcp_server import run_stdio
+from toolret.serving.service import Limits
+from toolret.stages import render_dvc_yaml, write_dvc_yaml
+from toolret.tracking.comparison import compare_results, headline_metrics
+from toolret.tracking.runs import find_result_files
 from toolret.tracking.training_steps import install as install_mlflow_training_logger
 
 
 def _params(args: argparse.Namespace):
     """The validated ``params.yaml`` (``--params``) with ``--set section.key=value`` overrides."""
-    from toolret.config import load_params
 
     return load_params(getattr(args, "params", None), getattr(args, "set", None))
 
 
 def _load_named(name_or_path: str, params):
-    from toolret.catalog.datasets import load_dataset
-    from toolret.paths import project_dir
-
     return load_dataset(name_or_path, root=params.source.root, beir=params.source.beir,
                         dev_fraction=params.catalog.dev_fraction, seed=params.catalog.seed,
                         project_dir=project_dir())
@@ -34,7 +80,6 @@ def _catalog(args: argparse.Namespace, params, components: list[str] | tuple[str
     """``--catalog DIR`` (a curated catalog) or ``--dataset NAME|BEIR_DIR`` (loaded from the sources),
     folded for ``components`` (see :func:`_folded`)."""
     if getattr(args, "catalog", None):
-        from toolret.catalog.io import load_catalog
 
         return _folded(load_catalog(args.catalog), params, components)
     return _folded(_load_named(args.dataset, params), params, components)
@@ -47,28 +92,22 @@ def _folded(catalog, params, components: list[str] | tuple[str, ...] = ()):
     cfg = params.catalog
     folds = cfg.folds
     if not folds and cfg.auto_folds and components and not catalog.split("train"):
-        from toolret.registry import component
 
         if any(component(c).learns_from(catalog.name, params) for c in components):
             folds = cfg.auto_folds
     if not folds:
         return catalog
-    from toolret.catalog.folds import kfold_split
 
     return kfold_split(catalog, folds, cfg.fold, cfg.seed)
 
 
 def _spec(method: str, params):
     """The command's pipeline spec, parsed once (templates resolved against ``params``) and passed down."""
-    from toolret.registry import parse_spec
 
     return parse_spec(method, params=params)
 
 
 def cmd_catalog_build(args: argparse.Namespace) -> None:
-    from toolret.catalog.io import save_catalog
-    from toolret.catalog.validation import validate_catalog
-
     catalog = _load_named(args.dataset, _params(args))
     report = validate_catalog(catalog)
     if not report.success:
@@ -78,9 +117,6 @@ def cmd_catalog_build(args: argparse.Namespace) -> None:
 
 
 def cmd_catalog_clean(args: argparse.Namespace) -> None:
-    from toolret.catalog.cleanup import clean_catalog
-    from toolret.catalog.io import load_catalog, save_catalog
-
     params = _params(args)
     catalog = load_catalog(args.catalog)
     cleaned, report = clean_catalog(catalog, **_cleanup_kwargs(params))
@@ -93,24 +129,18 @@ def cmd_catalog_synthesize(args: argparse.Namespace) -> None:
     """A training catalog from its source's tools and their committed per-tool generations (``synthetic.<name>``):
     the source is a dataset's curated catalog (``data/curated/<source>``) or, outside ``datasets``, a named
     dataset loaded from its sources and cleaned."""
-    from toolret.catalog.io import load_catalog, save_catalog
-    from toolret.catalog.synthetic import stored_group_queries, stored_tool_queries, synthesize
-    from toolret.catalog.validation import validate_catalog
 
     params = _params(args)
     if args.name not in params.synthetic:
         raise CatalogError(f"no synthetic catalog {args.name!r} in params.yaml (has {sorted(params.synthetic)})")
     spec = params.synthetic[args.name]
     if spec.source in params.datasets:
-        from toolret.paths import data_dir
 
         source = load_catalog(data_dir() / "curated" / spec.source)
     else:  # a corpus outside `datasets`: from its sources, cleaned over the whole corpus as its evaluations are
-        from toolret.catalog.cleanup import clean_catalog
 
         source, _ = clean_catalog(_load_named(spec.source, params), **_cleanup_kwargs(params))
     if spec.sample_tools:
-        from toolret.catalog.synthetic import sample_tools
 
         source = sample_tools(source, spec.sample_tools, spec.seed)
     per_tool, job = stored_tool_queries(source, params, spec)
@@ -124,9 +154,6 @@ def cmd_catalog_synthesize(args: argparse.Namespace) -> None:
 
 def cmd_catalog_select(args: argparse.Namespace) -> None:
     """A catalog whose test split is a slice of another's judged queries (toolret.catalog.select)."""
-    from toolret.catalog.io import load_catalog, save_catalog
-    from toolret.catalog.select import select_queries
-    from toolret.catalog.validation import validate_catalog
 
     catalog = select_queries(load_catalog(args.catalog), args.split, min_gold=args.min_gold, name=args.name,
                              sample=args.sample, seed=args.seed)
@@ -147,8 +174,6 @@ def _check_import_target(args: argparse.Namespace) -> None:
 
 def cmd_import_openapi(args: argparse.Namespace) -> None:
     """A curated catalog of an OpenAPI 3 file: one tool per operation (toolret.catalog.importers.openapi)."""
-    from toolret.catalog.importers.openapi import import_openapi
-    from toolret.catalog.io import save_catalog
 
     _check_import_target(args)
     catalog = import_openapi(args.spec, name=args.name, queries=args.queries)
@@ -158,8 +183,6 @@ def cmd_import_openapi(args: argparse.Namespace) -> None:
 
 def cmd_import_mcp(args: argparse.Namespace) -> None:
     """A curated catalog of a running MCP server's tools (toolret.catalog.importers.mcp)."""
-    from toolret.catalog.importers.mcp import import_mcp
-    from toolret.catalog.io import save_catalog
 
     _check_import_target(args)
     catalog = import_mcp(args.server_command, args.url, name=args.name, queries=args.queries, timeout_s=args.timeout)
@@ -170,7 +193,6 @@ def cmd_import_mcp(args: argparse.Namespace) -> None:
 def _cleanup_kwargs(params) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
-    from toolret.retrieval.models import resolve_encoder
 
     return {"tokenizer": AutoTokenizer.from_pretrained(str(resolve_encoder(params.cleanup.tokenizer))),
             "target_length": params.cleanup.target_length}
@@ -178,7 +200,6 @@ def _cleanup_kwargs(params) -> dict[str, Any]:
 
 def cmd_fit(args: argparse.Namespace) -> None:
     """Fit one component on a catalog; its learned artifact is written to ``--out``."""
-    from toolret.registry import BuildContext, build_component
 
     params = _params(args)
     catalog = _catalog(args, params, [args.component])
@@ -190,8 +211,6 @@ def cmd_fit(args: argparse.Namespace) -> None:
 def cmd_rewrite(args: argparse.Namespace) -> None:
     """Rewrite every judged query of a split with a rewriter; the outputs are written to ``--out``
     (:func:`toolret.jsonl_artifacts.write_rewrites`)."""
-    from toolret.jsonl_artifacts import write_rewrites
-    from toolret.registry import BuildContext, build_component, component
 
     params = _params(args)
     if component(args.component).role != "rewriter":
@@ -215,10 +234,6 @@ def cmd_index(args: argparse.Namespace) -> None:
     """Build (fitting what is absent) and save a pipeline per document variant."""
     from tqdm import tqdm
 
-    from toolret.atomic import atomic_directory
-    from toolret.catalog.io import load_catalog
-    from toolret.pipeline import build_pipeline
-    from toolret.roles import Corpus
 
     params = _params(args)
     spec = _spec(args.method, params)
@@ -234,8 +249,6 @@ def cmd_index(args: argparse.Namespace) -> None:
 def _provenance(catalog, params, spec, artifacts: dict[str, str] | None = None) -> dict[str, Any]:
     """Provenance with only the params sections the pipeline (``spec``: a PipelineSpec or a name) and the
     evaluation read."""
-    from toolret.config import params_source
-    from toolret.evaluation import provenance
 
     spec = _spec(spec, params) if isinstance(spec, str) else spec
     sections = ["evaluation", *spec.sections()]
@@ -248,7 +261,6 @@ def _evaluate(pipeline, catalog, params, *, method: str, docs: str, split: str =
               ks: list[int] | None = None, artifacts: dict[str, str] | None = None, spec=None, output=None):
     """Evaluate a built pipeline; ``spec`` (its PipelineSpec; default: ``method`` parsed) names its components
     for provenance; with ``output`` (the result JSON's path) its TREC run file is written beside it."""
-    from toolret.evaluation import evaluate_retriever, run_path_for
 
     ev = params.evaluation
     result, rows = evaluate_retriever(pipeline, catalog, method=method, docs=docs, ks=ks or ev.ks, k_max=ev.k_max,
@@ -262,12 +274,6 @@ def _evaluate(pipeline, catalog, params, *, method: str, docs: str, split: str =
 
 
 def cmd_evaluate_index(args: argparse.Namespace) -> None:
-    from toolret.atomic import atomic_directory
-    from toolret.catalog.io import load_catalog
-    from toolret.evaluation import write_result
-    from toolret.pipeline import Pipeline
-    from toolret.provenance import sha256_tree
-
     params = _params(args)
     base = load_catalog(args.catalog)
     out = Path(args.out)
@@ -286,9 +292,6 @@ def cmd_evaluate_index(args: argparse.Namespace) -> None:
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
     """One pipeline on one dataset end to end (fitting what is absent)."""
-    from toolret.evaluation import write_result
-    from toolret.pipeline import build_pipeline
-    from toolret.roles import Corpus
 
     params = _params(args)
     gates = _parse_gates(args.fail_under)  # malformed gates fail before the (long) evaluation
@@ -297,7 +300,6 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     catalog = _folded(_load_named(args.dataset, params), params, spec.components)
     # the cleaned documents, where the evaluation or a component (hybrid's dense side) reads them
     if "cleaned" in {args.docs} | spec.reads_docs(params) and "cleaned" not in catalog.doc_variants():
-        from toolret.catalog.cleanup import clean_catalog
 
         catalog, _ = clean_catalog(catalog, **_cleanup_kwargs(params))
     t0 = time.perf_counter()
@@ -309,7 +311,6 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
                              spec=spec, output=args.output)
     result["index_build_s"] = index_s
     if args.record:  # the record's condition (spec, params hash, models) and what produced it (commit, cost)
-        from toolret.evaluation import record_fields
 
         result.update(record_fields(args.method, spec, params, pipeline.components,
                                     seconds=time.perf_counter() - t0))
@@ -317,7 +318,6 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         rows = [{k: v for k, v in r.items() if k != "query"} for r in rows]
     out, _ = write_result(result, rows, args.output, run_info_to=args.output if args.record else None)
     if args.record:  # the run file committed beside the record: <stem>.run.trec.gz
-        from toolret.evaluation import commit_record_run
 
         commit_record_run(args.output)
     print(json.dumps({"dataset": result["dataset"], "method": args.method, "docs": args.docs,
@@ -362,15 +362,8 @@ def _check_gates(gates: dict[str, float], metrics: dict[str, float], output) -> 
 
 def cmd_evaluate_grid(args: argparse.Namespace) -> None:
     """Every row of a params grid (``section.key`` -> {name: {method, set, baseline}}), paired tests vs baselines."""
-    from toolret.atomic import atomic_directory
-    from toolret.catalog.io import load_catalog
-    from toolret.config import apply_overrides
-    from toolret.evaluation import grid_summary, write_result
-    from toolret.pipeline import build_pipeline
-    from toolret.roles import Corpus
 
     if args.record_generations:
-        from toolret.llm.shards import record_generations
 
         record_generations(args.record_generations)
     params = _params(args)
@@ -397,16 +390,12 @@ def cmd_evaluate_grid(args: argparse.Namespace) -> None:
             results[name] = (result, rows)
             print(json.dumps({"dataset": catalog.name, "variant": name,
                               **{m: round(v, 4) for m, v in result["metrics"].items() if m.endswith("@5")}}), flush=True)
-        from toolret.atomic import write_json
 
         write_json(tmp / "summary.json", grid_summary(catalog.name, args.grid, grid, results))
 
 
 def cmd_report(args: argparse.Namespace) -> None:
     """Markdown comparison tables (mean [CI], paired test vs the strongest baseline) for every dataset."""
-    from toolret.atomic import write_text
-    from toolret.tracking.comparison import compare_results, headline_metrics
-    from toolret.tracking.runs import find_result_files
 
     runs = Path(args.runs)
     sections = []
@@ -426,8 +415,6 @@ def cmd_report(args: argparse.Namespace) -> None:
 def cmd_reproduce(args: argparse.Namespace) -> None:
     """Check the reproduction matrix against the records (after rerunning its commands unless
     ``--from-records``) and / or render the README's headline table; exit 1 when a cell fails."""
-    from toolret.paths import project_dir
-    from toolret.reproduce import run
 
     status = run(args, project_dir())  # a malformed matrix: MatrixError, printed by main (exit 2)
     if status:
@@ -436,7 +423,6 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
 
 def cmd_report_ablations(args: argparse.Namespace) -> None:
     """The ablation report of a grid (``docs/<method>_ablations.md``), written by the method's report hook."""
-    from toolret.registry import report_hook
 
     params = _params(args)
     out = report_hook(args.method)(Path(args.runs), args.datasets, Path(args.out), params=params, notes=args.notes)
@@ -459,15 +445,11 @@ def method_command(command):
 def cmd_generate_shards(args: argparse.Namespace) -> None:
     """Advance a durable LLM job by committed-size shards (``toolret.llm.shards``); ``--commit`` commits
     each finished shard to git as it lands."""
-    from toolret.llm.shards import git_commit, run_durable
-    from toolret.paths import project_dir
-    from toolret.registry import generation_job
 
     params = _params(args)
     catalog = _catalog(args, params)
     sample: dict = {}
     if args.sample_tools:  # recorded in the shard meta: the shard-store test re-derives the prompts from it
-        from toolret.catalog.synthetic import sample_tools
 
         catalog = sample_tools(catalog, args.sample_tools, args.sample_seed)
         sample = {"source_catalog": catalog.provenance["source"], "sample_tools": catalog.provenance["sample_tools"]}
@@ -489,7 +471,6 @@ def cmd_generate_shards(args: argparse.Namespace) -> None:
 
 def cmd_adapt(args: argparse.Namespace) -> None:
     """A trained, selected, registered and servable retriever for a catalog (toolret.adapt)."""
-    from toolret.adapt import GeneratorSpec, adapt
 
     spec = GeneratorSpec(model=args.llm_model, engine="openai" if args.llm_base_url else args.llm_engine,
                          base_url=args.llm_base_url)
@@ -504,8 +485,6 @@ def cmd_adapt(args: argparse.Namespace) -> None:
 
 
 def _serving_limits(args: argparse.Namespace):
-    from toolret.serving.service import Limits
-
     return Limits(max_queries=args.max_queries, max_query_chars=args.max_query_chars, max_k=args.max_k,
                   max_body_bytes=args.max_body_bytes, max_in_flight=args.max_in_flight, workers=args.workers,
                   timeout_s=args.timeout, torch_threads=args.torch_threads, batching=not args.no_batching,
@@ -514,9 +493,6 @@ def _serving_limits(args: argparse.Namespace):
 
 
 def _saved_pipeline(index: str) -> str:
-    from toolret.adapt import resolve_index
-    from toolret.pipeline import PIPELINE_FILE
-
     index = resolve_index(index)  # a registry URI (models:/adapt-<catalog>@champion) -> its folder
     if not (Path(index) / PIPELINE_FILE).is_file():
         raise CatalogError(f"--index {index}: not a saved pipeline (no {PIPELINE_FILE}; "
@@ -528,7 +504,6 @@ def cmd_serve(args: argparse.Namespace) -> None:
     """Serve a saved pipeline over HTTP: REST (``POST /search``) and MCP streamable HTTP (``/mcp``)."""
     import os
 
-    from toolret.serve import serve
 
     serve(_saved_pipeline(args.index), host=args.host, port=args.port, catalog_dir=args.catalog,
           limits=_serving_limits(args), admin_token=args.admin_token or os.environ.get("TOOLRET_ADMIN_TOKEN"))
@@ -536,15 +511,12 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
 def cmd_mcp(args: argparse.Namespace) -> None:
     """Serve a saved pipeline over MCP on stdio (the tool ``search_tools``), for desktop agents."""
-    from toolret.serving.mcp_server import run_stdio
 
     run_stdio(_saved_pipeline(args.index), catalog_dir=args.catalog, limits=_serving_limits(args))
 
 
 def cmd_serve_llm(args: argparse.Namespace) -> None:
     """Serve a local LLM engine over the OpenAI API (``/v1/chat/completions``, ``/v1/completions``)."""
-    from toolret.llm.engines import build_generator
-    from toolret.llm.server import serve_llm
 
     if args.engine == "openai":
         raise CatalogError("serve-llm serves a local engine: --engine transformers or llama.cpp")
@@ -556,7 +528,6 @@ def cmd_serve_llm(args: argparse.Namespace) -> None:
 
 def cmd_stages(args: argparse.Namespace) -> None:
     """Write ``dvc.yaml`` from the registry's stage templates (``--check``: fail if it is out of date)."""
-    from toolret.stages import render_dvc_yaml, write_dvc_yaml
 
     params = _params(args)
     if args.check:
@@ -570,9 +541,6 @@ def cmd_stages(args: argparse.Namespace) -> None:
 
 
 def cmd_datasets(args: argparse.Namespace) -> None:
-    from toolret.catalog.datasets import DATASETS
-    from toolret.registry import components, pipelines
-
     print(json.dumps({
         "datasets": DATASETS,
         "pipelines": {n: {"components": spec.components, "description": d}
@@ -789,7 +757,6 @@ def build_parser() -> argparse.ArgumentParser:
     overrides(ra)  # the settings the grid ran with, e.g. --set reinvoke.n_queries=5
     ra.set_defaults(func=cmd_report_ablations)
 
-    from toolret.registry import cli_commands
 
     for command in cli_commands():  # the subcommands the registered methods contribute
         msub = sub.add_parser(command.name, help=command.help)
@@ -802,8 +769,6 @@ def build_parser() -> argparse.ArgumentParser:
         msub.set_defaults(func=method_command(command))
 
     def served(sp, http: bool):
-        from toolret.serving.service import Limits
-
         d = Limits()
         sp.add_argument("--index", required=True, help="a saved pipeline, e.g. data/indexes/<ds>/<method>/original")
         sp.add_argument("--catalog", help="curated catalog directory giving tool names / descriptions / schemas "
@@ -846,7 +811,6 @@ def build_parser() -> argparse.ArgumentParser:
     served(mc, http=False)
     mc.set_defaults(func=cmd_mcp)
 
-    from toolret.gateway.cli import add_commands as gateway_commands  # `toolret gateway`, `toolret receipts`
 
     gateway_commands(sub)
 
@@ -874,7 +838,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     rp = sub.add_parser("reproduce", help="the reproduction matrix (results/matrix): OK / FAIL per cell against the "
                         "committed records (--check [--from-records]); the README headline table (--render-readme)")
-    from toolret.reproduce import add_arguments as reproduce_arguments
 
     reproduce_arguments(rp)
     rp.set_defaults(func=cmd_reproduce)

@@ -123,8 +123,9 @@ def import_closure(start: Iterable[str], *, toplevel_only: bool = False) -> set[
 
 
 def entry_imports(entry: str) -> set[str]:
-    """Modules imported inside the entry function's body (its module's own top level is executed too:
-    :func:`code_deps` adds it with ``import_closure(..., toplevel_only=True)``)."""
+    """Modules the entry function uses: those imported inside it and the module-level functions it calls
+    (transitively), and those whose names it refers to from its module's top-level imports. What else the
+    entry module imports at its top (other commands' code) is no code dep of this stage."""
     module, _, func = entry.partition(":")
     path = module_file(module)
     if path is None:
@@ -142,8 +143,16 @@ def entry_imports(entry: str) -> set[str]:
         reached.add(name)
         todo.extend(n.id for n in ast.walk(functions[name]) if isinstance(n, ast.Name) and n.id in functions)
     out: set[str] = set()
+    used: set[str] = set()
     for name in reached:
         out |= _imports_of(functions[name], module, False)
+        used |= {n.id for n in ast.walk(functions[name]) if isinstance(n, ast.Name)}
+    for node in tree.body:  # the module's top-level imports of a name the reached functions use
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                bound = alias.asname or (alias.name.split(".")[0] if isinstance(node, ast.Import) else alias.name)
+                if bound in used:
+                    out |= _imports_of(type(node)(**{**node.__dict__, "names": [alias]}), module, False)
     return out
 
 
@@ -183,16 +192,16 @@ def catalog_deps(template: StageTemplate, params: Any) -> list[str]:
 
 
 def code_deps(template: StageTemplate, params: Any) -> list[str]:
-    """Repository-relative source files the stage's command executes for its result (sorted): the entry
-    function's imports (transitively), what importing the entry module and the stage's registration
-    modules executes (module level), and the code of the components the stage builds (with the method
-    packages that register them)."""
+    """Repository-relative source files the stage's command executes for its result (sorted): the modules
+    the entry function uses (:func:`entry_imports`, transitively) and its module's file, what importing the
+    stage's registration modules executes (module level), and the code of the components the stage builds
+    (with the method packages that register them)."""
     from toolret.registry import component
 
     packages = {component(c).package for c in stage_components(template, params)}
     entry_module = template.entry.partition(":")[0]
     files = (import_closure(entry_imports(template.entry) | packages)
-             | import_closure([entry_module, *registration_modules(template)], toplevel_only=True))
+             | import_closure(registration_modules(template), toplevel_only=True) | {module_file(entry_module)})
     return sorted(_dep_path(p) for p in files if p is not None)
 
 

@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from toolret import training_log
+from toolret.paths import portable_path
+from toolret.tracking.model_registry import ARTIFACT_TAG
+from toolret.tracking.store import get_client, get_or_create_experiment
 
 NAME = "mlflow"
 
@@ -22,8 +25,6 @@ class MLflowSteps:
         self.client = self.run_id = None
 
     def _start(self) -> None:
-        from toolret.tracking.store import get_client, get_or_create_experiment
-
         self.client = get_client()
         if self.run_id_file.is_file():
             self.run_id = self.run_id_file.read_text(encoding="utf-8").strip()
@@ -59,8 +60,6 @@ class MLflowSteps:
         that trained a version by it, :func:`toolret.tracking.model_registry.producing_run`) and end the run."""
         if self.client is None:
             return
-        from toolret.paths import portable_path
-        from toolret.tracking.model_registry import ARTIFACT_TAG
 
         self.client.log_artifacts(self.run_id, str(artifact), artifact_path="adapter")
         self.client.set_tag(self.run_id, ARTIFACT_TAG, portable_path(str(Path(artifact).resolve())))

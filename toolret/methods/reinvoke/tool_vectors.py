@@ -29,6 +29,7 @@ import numpy as np
 
 from toolret.atomic import atomic_path
 from toolret.errors import CatalogError
+from toolret.registry import BuildContext, build_component
 
 
 def tool_key(copies: Sequence[str]) -> str:
@@ -103,7 +104,6 @@ def write_vector_file(path: str | Path, fingerprint: str, tool_ids: Sequence[str
 
 def tool_vectors_command(args: argparse.Namespace, params, catalog) -> None:
     """``toolret reinvoke-tool-vectors``: every tool's mean copy vector (original documents) into ``--out``."""
-    from toolret.registry import BuildContext, build_component
 
     index = build_component("reinvoke-qgen", BuildContext(catalog, params))
     path = index.write_tool_vectors(catalog.tool_ids, catalog.docs("original"), args.out,
