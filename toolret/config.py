@@ -20,10 +20,11 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, model_validator
 
-from toolret.paths import read_params_file, under_project
 from toolret.errors import ConfigError
+from toolret.paths import portable_path, read_params_file, under_project
+from toolret.registry import config_sections, import_plugins
 
 
 class StrictModel(BaseModel):
@@ -193,7 +194,6 @@ _MODELS: dict[tuple, type[CoreParams]] = {}
 def params_model() -> type[CoreParams]:
     """``CoreParams`` plus one field per registered component config section (and its
     ``<section>_datasets`` list where the component has per-dataset stages)."""
-    from toolret.registry import config_sections
 
     sections = config_sections()
     key = tuple(sorted((name, id(model), staged) for name, (model, staged) in sections.items()))
@@ -223,7 +223,6 @@ def validate_params(data: dict[str, Any] | None, source: str = "params") -> Core
     it names (``plugins:``, a list of module names) are imported first: their sections validate."""
     plugins = data.get("plugins") if isinstance(data, dict) else None
     if isinstance(plugins, list) and all(isinstance(p, str) for p in plugins):  # else validation reports it
-        from toolret.registry import import_plugins
 
         import_plugins(plugins, f"{source}: plugins")
     try:
@@ -244,7 +243,6 @@ def load_params(path: str | Path | None = None, overrides: list[str] | None = No
 def with_source(params: CoreParams, path: Path, overrides: list[str] | None = None) -> CoreParams:
     """``params`` remembering the file it was read from (portable path and sha256, or ``None`` when the project
     has no params file) and the overrides applied: :func:`params_source` gives it to every result."""
-    from toolret.paths import portable_path
 
     digest = None
     if path.is_file():

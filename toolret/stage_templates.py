@@ -11,12 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from toolret.paths import data_dir, model_dir
 from toolret.registry import StageTemplate
 
 
 def model_dep(training: str, component: str) -> str:
     """``component``'s artifact trained on ``training`` (:func:`toolret.paths.model_dir`) as a DVC dep path."""
-    from toolret.paths import data_dir, model_dir
 
     return (Path("data") / model_dir(training, component).relative_to(data_dir())).as_posix()
 

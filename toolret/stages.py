@@ -24,7 +24,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from toolret.registry import StageTemplate
+from toolret.atomic import write_text
+from toolret.paths import project_dir
+from toolret.registry import StageTemplate, component, parse_spec, plugin_modules, stage_owner, stage_templates
 from toolret.stage_templates import param_value
 
 PACKAGE = "toolret"
@@ -46,7 +48,6 @@ def _package_roots() -> dict[str, Path]:
     every imported plugin (:func:`toolret.registry.import_plugins`), whose modules are code deps too."""
     import sys
 
-    from toolret.registry import plugin_modules
 
     roots = {PACKAGE: ROOT}
     for name in plugin_modules():
@@ -159,14 +160,12 @@ def entry_imports(entry: str) -> set[str]:
 def registration_modules(template: StageTemplate) -> list[str]:
     """The registration code a stage's result can depend on: the core registry and stage modules, and
     the module that wrote the template (:func:`toolret.registry.stage_owner`)."""
-    from toolret.registry import stage_owner
 
     return [__name__, "toolret.registry", stage_owner(template.name)]
 
 
 def stage_components(template: StageTemplate, params: Any) -> list[str]:
     """Component names the stage's items build (pipelines expanded against ``params``)."""
-    from toolret.registry import parse_spec
 
     names = list(template.components)
     if template.components_param:
@@ -184,7 +183,6 @@ def stage_components(template: StageTemplate, params: Any) -> list[str]:
 def catalog_deps(template: StageTemplate, params: Any) -> list[str]:
     """``data/curated/<name>`` of every catalog the stage's components load whatever the evaluated one
     (:attr:`toolret.registry.Component.reads_catalogs`)."""
-    from toolret.registry import component
 
     names = [n for c in stage_components(template, params) if component(c).reads_catalogs
              for n in component(c).reads_catalogs(params)]
@@ -196,7 +194,6 @@ def code_deps(template: StageTemplate, params: Any) -> list[str]:
     the entry function uses (:func:`entry_imports`, transitively) and its module's file, what importing the
     stage's registration modules executes (module level), and the code of the components the stage builds
     (with the method packages that register them)."""
-    from toolret.registry import component
 
     packages = {component(c).package for c in stage_components(template, params)}
     entry_module = template.entry.partition(":")[0]
@@ -208,7 +205,6 @@ def code_deps(template: StageTemplate, params: Any) -> list[str]:
 def _dep_path(path: Path) -> str:
     """A code dep as ``dvc.yaml`` names it: relative to the repository (``toolret/...``), else to the project
     directory (a plugin kept there), else absolute."""
-    from toolret.paths import project_dir
 
     for base in (ROOT, project_dir().resolve()):
         if path.is_relative_to(base):
@@ -276,8 +272,7 @@ def render_dvc_yaml(params: Any = None) -> str:
     ``params.yaml``, which names the methods the index / evaluate matrices build)."""
     import yaml
 
-    from toolret.config import load_params
-    from toolret.registry import stage_templates
+    from toolret.config import load_params  # not at the top: this module's top level is every stage's code dep
 
     params = params if params is not None else load_params()
     stages = {t.name: _stage_dict(t, params) for t in stage_templates() if _enabled(t, params)}
@@ -286,7 +281,6 @@ def render_dvc_yaml(params: Any = None) -> str:
 
 def write_dvc_yaml(path: str | Path, params: Any = None) -> bool:
     """Write ``dvc.yaml`` atomically; ``True`` if it changed."""
-    from toolret.atomic import write_text
 
     path = Path(path)
     text = render_dvc_yaml(params)

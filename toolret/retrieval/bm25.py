@@ -11,6 +11,7 @@ import numpy as np
 
 from toolret.atomic import atomic_directory
 from toolret.config import StrictModel
+from toolret.registry import COMPONENT_FILE, write_component_meta
 from toolret.retrieval.base import Ranking, default_query_ids
 
 
@@ -124,8 +125,6 @@ class BM25Retriever:
         return Ranking(default_query_ids(len(queries), query_ids), self.tool_ids, indices, scores)
 
     def save(self, path: str | Path) -> None:
-        from toolret.registry import write_component_meta
-
         with atomic_directory(path) as tmp:
             self._model.save(str(tmp / "bm25s"))
             write_component_meta(tmp, self.name, config=self.config.to_dict(), tool_ids=self.tool_ids)
@@ -134,7 +133,6 @@ class BM25Retriever:
     def load(cls, path: str | Path) -> BM25Retriever:
         import bm25s
 
-        from toolret.registry import COMPONENT_FILE
 
         meta = json.loads((Path(path) / COMPONENT_FILE).read_text(encoding="utf-8"))
         r = cls(BM25Config(**meta["config"]))

@@ -23,6 +23,7 @@ import shutil
 from pathlib import Path
 
 from toolret.atomic import atomic_directory, write_json
+from toolret.retrieval.models import name_adapter_base, resolve_encoder
 
 MANIFEST = "progress.json"
 FORMAT = 1
@@ -87,7 +88,6 @@ def export_checkpoint(work: str | Path, dest: str | Path, key: str | None = None
             if not compact:
                 shutil.copytree(src, out)
                 if adapter_base and (out / "adapter_config.json").is_file():
-                    from toolret.retrieval.models import name_adapter_base
 
                     name_adapter_base(out, adapter_base)
                 continue
@@ -140,7 +140,6 @@ def _localize_adapter_base(checkpoint: Path) -> None:
     config = checkpoint / "adapter_config.json"
     if not config.is_file():
         return
-    from toolret.retrieval.models import resolve_encoder
 
     cfg = json.loads(config.read_text(encoding="utf-8"))
     base = cfg.get("base_model_name_or_path")

@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-
 from typing import Literal
 
 import numpy as np
 
 from toolret.atomic import atomic_directory
-from toolret.config import StrictModel
+from toolret.config import StrictModel, cache_home
+from toolret.paths import under_project
+from toolret.registry import COMPONENT_FILE, write_component_meta
 from toolret.retrieval.base import Ranking, default_query_ids
+from toolret.retrieval.embedding_store import EmbeddingStore, encoder_fingerprint
+from toolret.retrieval.models import encoder_refs, load_sentence_transformer
 
 
 class DenseConfig(StrictModel):
@@ -34,7 +37,6 @@ class DenseConfig(StrictModel):
 
     def record_models(self) -> list[dict]:
         """The encoder a result record names (with the device it runs on)."""
-        from toolret.retrieval.models import encoder_refs
 
         refs = encoder_refs(self.model)
         refs[0]["device"] = self.device
@@ -44,9 +46,6 @@ class DenseConfig(StrictModel):
         """The persistent :class:`EmbeddingStore` of this encoder (``None`` when switched off)."""
         if self.embedding_cache == "off":
             return None
-        from toolret.config import cache_home
-        from toolret.paths import under_project
-        from toolret.retrieval.embedding_store import EmbeddingStore, encoder_fingerprint
 
         root = under_project(self.embedding_cache) if self.embedding_cache else cache_home() / "embeddings"
         return EmbeddingStore(root, encoder_fingerprint(self))
@@ -78,7 +77,6 @@ class DenseRetriever:
     @property
     def encoder(self):
         if self._encoder is None:
-            from toolret.retrieval.models import load_sentence_transformer
 
             self._encoder = load_sentence_transformer(self.config.model, self.config.device, self.config.max_seq_length)
         return self._encoder
@@ -131,7 +129,6 @@ class DenseRetriever:
     def save(self, path: str | Path) -> None:
         import faiss
 
-        from toolret.registry import write_component_meta
 
         with atomic_directory(path) as tmp:
             faiss.write_index(self._index, str(tmp / "faiss.index"))
@@ -141,7 +138,6 @@ class DenseRetriever:
     def load(cls, path: str | Path, encoder=None) -> DenseRetriever:
         import faiss
 
-        from toolret.registry import COMPONENT_FILE
 
         meta = json.loads((Path(path) / COMPONENT_FILE).read_text(encoding="utf-8"))
         r = cls(DenseConfig(**meta["config"]), encoder=encoder)

@@ -13,21 +13,23 @@ import json
 import random
 import shutil
 from pathlib import Path
-
 from typing import Any
 
 from pydantic import Field, field_validator
 
-from toolret.atomic import atomic_directory
+from toolret.artifact_key import make_key, write_key
+from toolret.atomic import atomic_directory, write_json
 from toolret.catalog.model import Catalog
 from toolret.errors import CatalogError
+from toolret.evaluation import rank_split, run_info_path, score_ranking
 from toolret.retrieval.committed_checkpoint import (
     checkpoint_dir,
     discard_checkpoint,
     exporting_callback,
     import_checkpoint,
 )
-from toolret.retrieval.models import LoraSettings
+from toolret.retrieval.dense import DenseConfig, DenseRetriever
+from toolret.retrieval.models import LoraSettings, load_sentence_transformer, name_adapter_base
 
 
 class FinetuneConfig(LoraSettings):
@@ -108,7 +110,6 @@ def dev_evaluator(catalog: Catalog, docs: str):
 def artifact_key(catalog: Catalog, config: FinetuneConfig) -> dict:
     """The inputs a dense-ft artifact is made from (:mod:`toolret.artifact_key`): the training settings
     (not the device), the train pairs and the dev split that selects the step, the base encoder."""
-    from toolret.artifact_key import make_key
 
     config = config.for_dataset(catalog.name)  # first: the dataset's own settings cut its train pairs
     train = training_pairs(catalog, "train", config.docs, config.max_train_pairs, config.seed)
@@ -140,11 +141,9 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
     from sentence_transformers.sentence_transformer.training_args import BatchSamplers
     from transformers import set_seed
 
-    from toolret.retrieval.models import load_sentence_transformer
 
     config = config or FinetuneConfig()
     if config.model is None or config.device is None:
-        from toolret.retrieval.dense import DenseConfig
 
         config = config.resolved(DenseConfig())
     config = config.for_dataset(catalog.name)
@@ -182,7 +181,6 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
         else:
             model.save(str(tmp / "model"))
         if config.method == "lora":
-            from toolret.retrieval.models import name_adapter_base
 
             name_adapter_base(tmp / "model", config.model)
         history = [{"step": e["step"], "dev_recall@5": e[f"eval_{DEV_METRIC}"]}
@@ -192,11 +190,8 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
                   "dev_history": history, "selected_step": checkpoint_step(trainer.state.best_model_checkpoint),
                   "dev": dev_recall(catalog, model, config.docs)}
         (tmp / "finetune.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
-        from toolret.artifact_key import write_key
 
         write_key(tmp, artifact_key(catalog, config))
-    from toolret.atomic import write_json
-    from toolret.evaluation import run_info_path
 
     # how this run went (not what it produced): outside the DVC output, so a resumed run gives the same md5
     write_json(run_info_path(out_dir / "finetune.json"), {
@@ -222,8 +217,6 @@ def checkpoint_step(checkpoint: str | Path | None) -> int | None:
 
 def dev_recall(catalog: Catalog, model, docs: str, k: int = 5) -> dict | None:
     """Recall@k / COMP@k on the dev split (model selection signal; never the test split)."""
-    from toolret.evaluation import rank_split, score_ranking
-    from toolret.retrieval.dense import DenseRetriever
 
     if not catalog.split("dev"):
         return None
@@ -252,7 +245,6 @@ def save_compact(model, path: str | Path, max_shard_mb: int = 20, max_file_mb: f
     import torch
     from transformers import PreTrainedModel
 
-    from toolret.atomic import atomic_directory
 
     path = Path(path)
     limit = int(max_file_mb * 2**20)

@@ -27,10 +27,13 @@ from pydantic import Field, field_validator
 
 from toolret.atomic import atomic_directory
 from toolret.catalog.model import DOC_VARIANTS
-from toolret.errors import CatalogError
 from toolret.config import StrictModel
+from toolret.errors import CatalogError
+from toolret.metrics.per_query import per_query_metrics
+from toolret.registry import COMPONENT_FILE, load_component, write_component_meta
 from toolret.retrieval.base import Ranking
-from toolret.retrieval.fusion import FUSIONS
+from toolret.retrieval.fusion import FUSIONS, check_weight_grid
+from toolret.roles import Corpus, concurrent_safe
 
 
 class HybridSide(StrictModel):
@@ -75,8 +78,6 @@ class HybridConfig(StrictModel):
     @field_validator("weight_grid")
     @classmethod
     def _weights_in_unit_interval(cls, v: list[float]) -> list[float]:
-        from toolret.retrieval.fusion import check_weight_grid
-
         return check_weight_grid(v, "weight_grid")
 
 
@@ -111,7 +112,6 @@ class HybridRetriever:
     def concurrent_search(self) -> bool:
         """Searching only reads both sides and fuses fresh rankings: safe without a lock exactly when both
         sides are (:func:`toolret.roles.concurrent_safe`)."""
-        from toolret.roles import concurrent_safe
 
         return all(concurrent_safe(side) for side in self.sides)
 
@@ -125,7 +125,6 @@ class HybridRetriever:
         dev = selection.split("dev")
         if not (self.config.select_on_dev and dev):
             return
-        from toolret.roles import Corpus
 
         self.index_corpus(Corpus.from_catalog(selection))
         self.select_weight([q.text for q in dev], [selection.gold(q.id) for q in dev])
@@ -133,7 +132,6 @@ class HybridRetriever:
 
     def select_weight(self, queries: Sequence[str], gold: Sequence[set[str]]) -> float:
         """The grid weight with the best mean Recall@k on ``queries`` (ties: nearest 0.5, then smallest)."""
-        from toolret.metrics.per_query import per_query_metrics
 
         k = self.config.dev_metric_k
         qids = [str(i) for i in range(len(queries))]
@@ -186,8 +184,6 @@ class HybridRetriever:
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> None:
-        from toolret.registry import write_component_meta
-
         with atomic_directory(path) as tmp:
             dirs = []
             for i, side in enumerate(self.sides):
@@ -199,8 +195,6 @@ class HybridRetriever:
 
     @classmethod
     def load(cls, path: str | Path) -> HybridRetriever:
-        from toolret.registry import COMPONENT_FILE, load_component
-
         path = Path(path)
         meta = json.loads((path / COMPONENT_FILE).read_text(encoding="utf-8"))
         missing = [d for d in meta.get("side_dirs", []) if not (path / d).is_dir()]

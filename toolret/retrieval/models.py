@@ -12,8 +12,10 @@ from typing import Literal
 
 from pydantic import Field
 
+from toolret.atomic import atomic_directory, concatenate_checked, file_lock
+from toolret.config import StrictModel, cache_home
 from toolret.errors import CatalogError
-from toolret.config import StrictModel
+from toolret.paths import portable_path, project_path
 
 # name -> (python package carrying the weights, sub-folder)
 PACKAGED_ENCODERS = {
@@ -60,8 +62,6 @@ SPLIT_ENCODERS = {
 
 def split_encoder_folder(name: str, cache: Path | None = None) -> Path:
     """The extracted folder of split-zip encoder ``name`` (assembled and checked on first use)."""
-    from toolret.atomic import atomic_directory, concatenate_checked, file_lock
-    from toolret.config import cache_home
 
     source = SPLIT_ENCODERS[name]
     target = (cache or cache_home() / "encoders") / name
@@ -105,7 +105,6 @@ def resolve_encoder(name_or_path: str) -> Path:
         return Path(list(spec.submodule_search_locations)[0]) / sub
     if name_or_path in SPLIT_ENCODERS:
         return split_encoder_folder(name_or_path)
-    from toolret.paths import project_path
 
     path = project_path(name_or_path)  # a saved pipeline names a project model folder project-relative
     if not path.is_dir():
@@ -175,7 +174,6 @@ def name_adapter_base(folder: Path, base: str) -> None:
     one order (peft writes them from a set), so that a retrained adapter's config has the same bytes."""
     import json
 
-    from toolret.paths import portable_path
 
     path = Path(folder) / ADAPTER_CONFIG
     cfg = json.loads(path.read_text(encoding="utf-8"))

@@ -12,24 +12,33 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from toolret.registry import BuildContext, Component, Method, Section, StageTemplate, in_git, loads, register_method
-from toolret.retrieval.bm25 import BM25Config
-from toolret.retrieval.dense import DenseConfig
+from toolret.catalog.datasets import load_dataset_for
+from toolret.paths import model_dir
+from toolret.registry import (
+    BuildContext,
+    Component,
+    Method,
+    Section,
+    StageTemplate,
+    build_component,
+    in_git,
+    loads,
+    register_method,
+)
+from toolret.retrieval.bm25 import BM25Config, BM25Retriever
+from toolret.retrieval.dense import DenseConfig, DenseRetriever
 from toolret.retrieval.finetune import FinetuneConfig
-from toolret.retrieval.hybrid import HybridConfig
+from toolret.retrieval.finetuned import FinetunedDenseRetriever
+from toolret.retrieval.hybrid import HybridConfig, HybridRetriever
 
 if TYPE_CHECKING:
     from toolret.catalog.model import Catalog
 
 def _bm25(ctx: BuildContext):
-    from toolret.retrieval.bm25 import BM25Retriever
-
     return BM25Retriever(ctx.params.bm25)
 
 
 def _dense(ctx: BuildContext):
-    from toolret.retrieval.dense import DenseRetriever
-
     config = ctx.params.dense if ctx.model is None else ctx.params.dense.replace(model=ctx.model)
     return DenseRetriever(config)
 
@@ -38,13 +47,10 @@ def _dense_ft(ctx: BuildContext):
     """``ctx.model`` (default ``data/models/<training dataset>/dense-ft``, the training dataset being
     ``params.trained_on[dataset]`` or the dataset) is the fine-tune artifact folder; ``fit`` trains it on the
     training dataset's train split when absent and never modifies it when present."""
-    from toolret.paths import model_dir
-    from toolret.retrieval.finetuned import FinetunedDenseRetriever
 
     folder = Path(ctx.model) if ctx.model else model_dir(ctx.training_name, "dense-ft")
     training = None
     if ctx.training_name != ctx.catalog.name:
-        from toolret.catalog.datasets import load_dataset_for
 
         def training() -> Catalog:
             return load_dataset_for(ctx.training_name, ctx.params)
@@ -55,8 +61,6 @@ def _dense_ft(ctx: BuildContext):
 def _hybrid(ctx: BuildContext, fine_tuned: bool = False):
     """Each side is built like the registered retriever it names (``dense-ft`` loads its artifact);
     ``fine_tuned`` (``hybrid-ft``): a ``dense`` side becomes ``dense-ft`` (the catalog's ``trained_on``)."""
-    from toolret.registry import build_component
-    from toolret.retrieval.hybrid import HybridRetriever
 
     config = ctx.params.hybrid
     if fine_tuned:
@@ -65,7 +69,6 @@ def _hybrid(ctx: BuildContext, fine_tuned: bool = False):
     side_ctx = BuildContext(ctx.catalog, ctx.params)
     dev_catalog = None
     if config.dev_dataset and config.select_on_dev:
-        from toolret.catalog.datasets import load_dataset_for
 
         dev_catalog = load_dataset_for(config.dev_dataset, ctx.params)
     return HybridRetriever([build_component(s.component, side_ctx) for s in config.sides], config,

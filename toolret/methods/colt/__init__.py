@@ -18,9 +18,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from toolret.methods.colt.components import ColtRetriever
 from toolret.methods.colt.config import ColtSection
-from toolret.registry import (BuildContext, Component, Method, NamedPipeline, Section, StageTemplate, in_git,
-                              loads, register_method)
+from toolret.registry import (
+    BuildContext,
+    Component,
+    Method,
+    NamedPipeline,
+    Section,
+    StageTemplate,
+    in_git,
+    loads,
+    register_method,
+)
+from toolret.retrieval.dense import DenseRetriever
+from toolret.retrieval.finetuned import FinetunedDenseRetriever
 from toolret.stage_templates import ablation_grid, index_and_evaluate
 
 
@@ -28,8 +40,6 @@ def semantic_encoder(ctx: BuildContext, spec: str):
     """The semantic stage named by ``colt.encoder``: ``dense-ft`` (this catalog's fine-tune artifact,
     trained by its ``fit`` when absent), ``dense`` (the frozen ``params.dense`` encoder), or a folder (a
     dense-ft artifact, i.e. one with ``model/`` inside, or a sentence-transformers encoder)."""
-    from toolret.retrieval.dense import DenseRetriever
-    from toolret.retrieval.finetuned import FinetunedDenseRetriever
 
     finetune = ctx.params.finetune.resolved(ctx.params.dense)
     if spec == "dense-ft":
@@ -44,7 +54,6 @@ def semantic_encoder(ctx: BuildContext, spec: str):
 
 def _colt(ctx: BuildContext):
     """``ctx.model`` (default ``data/models/<dataset>/<colt.model_name>``) is the COLT artifact folder."""
-    from toolret.methods.colt.components import ColtRetriever
 
     cfg = ctx.params.colt.component_config()
     artifact = Path(ctx.model) if ctx.model else ctx.artifact_dir("models") / cfg.model_name

@@ -22,22 +22,30 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toolret.methods.qta.config import QTASection
-from toolret.registry import (BuildContext, Component, Method, NamedPipeline, Section, StageTemplate, in_git,
-                              loads, register_method)
+from toolret.catalog.folds import base_dataset
+from toolret.errors import ConfigError
+from toolret.llm.models import generator_artifact_dir
+from toolret.methods.qta.components import QTARewriter
+from toolret.methods.qta.config import DEFAULT_LLM, QTASection
+from toolret.registry import (
+    BuildContext,
+    Component,
+    Method,
+    NamedPipeline,
+    Section,
+    StageTemplate,
+    in_git,
+    loads,
+    register_method,
+)
 
 ARTIFACTS = "qta"  # data/qta/<catalog>/preferences.jsonl; adapters in data/models/<catalog>/qta/m<m>
 
 
 def _build(trained: bool):
     def build(ctx: BuildContext):
-        from toolret.catalog.folds import base_dataset
-        from toolret.methods.qta.components import QTARewriter
-
         cfg = ctx.params.qta.component_config()
         docs = cfg.docs_for(base_dataset(ctx.catalog))
-        from toolret.llm.models import generator_artifact_dir
-        from toolret.methods.qta.config import DEFAULT_LLM
 
         preferences = generator_artifact_dir(ctx.artifact_dir(ARTIFACTS), cfg.llm_model, DEFAULT_LLM) / "preferences.jsonl"
         adapter_root = None
@@ -57,11 +65,6 @@ def _build(trained: bool):
 def _build_synthetic(ctx: BuildContext):
     """``qta-syn``: on a benchmark of ``qta.synthetic.runs`` (or a fold of one), the adapter trained on its
     synthetic training catalog (frozen); on that training catalog itself, the rewriter ``fit`` trains."""
-    from toolret.catalog.folds import base_dataset
-    from toolret.errors import ConfigError
-    from toolret.llm.models import generator_artifact_dir
-    from toolret.methods.qta.components import QTARewriter
-    from toolret.methods.qta.config import DEFAULT_LLM
 
     section = ctx.params.qta
     cfg = section.synthetic_config()

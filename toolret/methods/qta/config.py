@@ -37,7 +37,10 @@ from typing import Literal
 
 from pydantic import Field, ValidationError, model_validator
 
+from toolret.catalog.folds import fold_name
 from toolret.config import ComponentSection, GridVariant, StrictModel
+from toolret.llm.models import model_slug
+
 # QTA's rewriter (the paper's is Mistral-7B): Qwen2.5-Coder-0.5B-Instruct, Re-Invoke's generator. The 135M
 # SmolLM2 of the first runs learned to copy the query (docs/RESULTS.md); its artifacts are in git history
 DEFAULT_LLM = "qwen2.5-coder-0.5b-instruct"
@@ -131,7 +134,6 @@ class QTAConfig(StrictModel):
         if self.pair_rule != "best_worst":
             name += f"-{self.pair_rule}"
         if self.llm_model != DEFAULT_LLM:
-            from toolret.llm.models import model_slug
 
             name += "-" + model_slug(self.llm_model)
         return name
@@ -167,8 +169,6 @@ class QTARun(StrictModel):
     selection: bool = False
 
     def catalog_name(self) -> str:
-        from toolret.catalog.folds import fold_name
-
         return fold_name(self.dataset, self.folds, self.fold) if self.folds else self.dataset
 
 

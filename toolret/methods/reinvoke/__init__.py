@@ -18,9 +18,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toolret.methods.reinvoke.config import ReInvokeSection
-from toolret.registry import (BuildContext, CliCommand, Component, Method, NamedPipeline, Section, StageTemplate,
-                              in_git, loads, register_method)
+from toolret.llm.models import generator_artifact_dir
+from toolret.methods.reinvoke.artifacts import load_artifact
+from toolret.methods.reinvoke.components import HydeRewriter, IntentRewriter, ReInvokeIndex
+from toolret.methods.reinvoke.config import DEFAULT_LLM, ReInvokeSection
+from toolret.methods.reinvoke.generation import LazyLLM
+from toolret.methods.reinvoke.tool_vectors import tool_vectors_arguments
+from toolret.registry import (
+    BuildContext,
+    CliCommand,
+    Component,
+    Method,
+    NamedPipeline,
+    Section,
+    StageTemplate,
+    in_git,
+    loads,
+    register_method,
+)
 from toolret.stage_templates import ablation_grid
 
 ARTIFACTS = "reinvoke"  # data/reinvoke/<dataset>/{synthetic_queries,intents,hyde}.jsonl
@@ -32,17 +47,12 @@ def _config(ctx: BuildContext):
 
 def _generated(ctx: BuildContext, cfg, name: str) -> Path:
     """``data/reinvoke/<dataset>/<name>.jsonl`` (``.../<model slug>/`` for a non-default generator)."""
-    from toolret.llm.models import generator_artifact_dir
-    from toolret.methods.reinvoke.config import DEFAULT_LLM
 
     return generator_artifact_dir(ctx.artifact_dir(ARTIFACTS), cfg.llm_model, DEFAULT_LLM) / f"{name}.jsonl"
 
 
 def _index(backbone: str):
     def build(ctx: BuildContext):
-        from toolret.methods.reinvoke.components import ReInvokeIndex
-        from toolret.methods.reinvoke.generation import LazyLLM
-
         cfg = _config(ctx)
         artifact = Path(ctx.model) if ctx.model else _generated(ctx, cfg, "synthetic_queries")
         # the round-trip diagnostic only where the fit stage names its artifact (``toolret fit --out``)
@@ -54,10 +64,6 @@ def _index(backbone: str):
 
 def _rewriter(kind: str):
     def build(ctx: BuildContext):
-        from toolret.methods.reinvoke.artifacts import load_artifact
-        from toolret.methods.reinvoke.components import HydeRewriter, IntentRewriter
-        from toolret.methods.reinvoke.generation import LazyLLM
-
         cfg = _config(ctx)
         cls = IntentRewriter if kind == "intents" else HydeRewriter
         stored = load_artifact(_generated(ctx, cfg, kind), cfg)
@@ -67,8 +73,6 @@ def _rewriter(kind: str):
 
 
 def _tool_vectors_arguments(parser) -> None:
-    from toolret.methods.reinvoke.tool_vectors import tool_vectors_arguments
-
     tool_vectors_arguments(parser)
 
 

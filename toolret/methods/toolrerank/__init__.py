@@ -26,7 +26,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from toolret.catalog.datasets import load_dataset_for
+from toolret.methods.toolrerank.components import ToolRerankReranker
 from toolret.methods.toolrerank.config import ToolRerankSection, TrainingConfig
+from toolret.methods.toolrerank.hierarchy import is_multi_tool
+from toolret.methods.toolrerank.training import artifact_key, train_artifact
+from toolret.paths import model_dir, project_path
 from toolret.registry import (
     BuildContext,
     CliCommand,
@@ -48,7 +53,6 @@ def artifact_path(section, catalog_name: str = "") -> Path:
     """Where the ToolRerank artifact a ``toolrerank`` section reads lives: ``toolrerank.artifact`` (an ablation's
     artifact), else ``data/models/<toolrerank.train_dataset>/toolrerank`` (``catalog_name`` when no training
     dataset is configured)."""
-    from toolret.paths import model_dir, project_path
 
     if section.artifact:
         return project_path(section.artifact)
@@ -62,14 +66,11 @@ def artifact_dir(ctx: BuildContext) -> Path:
 
 def _trainer(ctx: BuildContext, artifact: Path):
     def train() -> None:
-        from toolret.methods.toolrerank.training import train_artifact
-
         cfg = ctx.params.toolrerank.component_config()
         name = cfg.train_dataset
         if name is None or name == ctx.catalog.name:
             catalog = ctx.catalog
         else:
-            from toolret.catalog.datasets import load_dataset_for
 
             catalog = load_dataset_for(name, ctx.params)
         train_artifact(catalog, cfg, ctx.params, artifact)
@@ -79,15 +80,11 @@ def _trainer(ctx: BuildContext, artifact: Path):
 
 def _build(plain_m: int | None):
     def build(ctx: BuildContext):
-        from toolret.methods.toolrerank.components import ToolRerankReranker
-
         cfg = ctx.params.toolrerank.component_config()
         oracle = None
         if plain_m is None and cfg.hierarchy == "oracle":  # evaluation-only ablation: the gold query types
-            from toolret.methods.toolrerank.hierarchy import is_multi_tool
 
             oracle = {q.text: is_multi_tool(ctx.catalog, q.id) for q in ctx.catalog.queries if ctx.catalog.gold(q.id)}
-        from toolret.methods.toolrerank.training import artifact_key
 
         artifact = artifact_dir(ctx)
         key = artifact_key(cfg, ctx.params, cfg.train_dataset or ctx.catalog.name)

@@ -32,6 +32,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from toolret.config import ComponentSection, GridVariant, StrictModel
+from toolret.retrieval.fusion import check_weight_grid
 from toolret.retrieval.models import LoraSettings
 
 TAUS = [0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9]
@@ -54,8 +55,6 @@ class GridConfig(StrictModel):
     @field_validator("ce_weight")
     @classmethod
     def _weights_in_unit_interval(cls, v: list[float]) -> list[float]:
-        from toolret.retrieval.fusion import check_weight_grid
-
         return check_weight_grid(v, "grid.ce_weight")
 
 
