@@ -193,7 +193,6 @@ def cmd_import_mcp(args: argparse.Namespace) -> None:
 def _cleanup_kwargs(params) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
-
     return {"tokenizer": AutoTokenizer.from_pretrained(str(resolve_encoder(params.cleanup.tokenizer))),
             "target_length": params.cleanup.target_length}
 
@@ -233,7 +232,6 @@ def _doc_variants(catalog, requested: list[str] | None) -> list[str]:
 def cmd_index(args: argparse.Namespace) -> None:
     """Build (fitting what is absent) and save a pipeline per document variant."""
     from tqdm import tqdm
-
 
     params = _params(args)
     spec = _spec(args.method, params)
@@ -504,7 +502,6 @@ def cmd_serve(args: argparse.Namespace) -> None:
     """Serve a saved pipeline over HTTP: REST (``POST /search``) and MCP streamable HTTP (``/mcp``)."""
     import os
 
-
     serve(_saved_pipeline(args.index), host=args.host, port=args.port, catalog_dir=args.catalog,
           limits=_serving_limits(args), admin_token=args.admin_token or os.environ.get("TOOLRET_ADMIN_TOKEN"))
 
@@ -757,7 +754,6 @@ def build_parser() -> argparse.ArgumentParser:
     overrides(ra)  # the settings the grid ran with, e.g. --set reinvoke.n_queries=5
     ra.set_defaults(func=cmd_report_ablations)
 
-
     for command in cli_commands():  # the subcommands the registered methods contribute
         msub = sub.add_parser(command.name, help=command.help)
         if command.source:
@@ -810,7 +806,6 @@ def build_parser() -> argparse.ArgumentParser:
     mc = sub.add_parser("mcp", help="serve a saved pipeline over MCP on stdio (tool search_tools), for desktop agents")
     served(mc, http=False)
     mc.set_defaults(func=cmd_mcp)
-
 
     gateway_commands(sub)
 

@@ -431,7 +431,6 @@ def produced_by(seconds: float, devices: set[str], project_dir: str | Path | Non
     ``toolret_version``, ``seconds`` (wall time, 0.1 s), ``device`` (what the models ran on) and ``cpus``."""
     import os
 
-
     # the records under results/ a re-recording run has already rewritten are its outputs, not changed inputs
     state = git_state(project_dir if project_dir is not None else default_project_dir(), ignore=("results/",))
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

@@ -79,7 +79,6 @@ def paired(a: Mapping[str, Mapping[str, float]], b: Mapping[str, Mapping[str, fl
     """Paired randomization test of two rows' per-query values (queries both have), ``None`` if none."""
     import numpy as np
 
-
     qids = [q for q in a if q in b]
     if not qids:
         return None
@@ -108,7 +107,6 @@ def paper_numbers(method: str, root: str | Path | None = None) -> dict[str, dict
     ``<root>/results/matrix/<method>.yaml`` (``root``: the project folder); none (``{}``) without the file or
     table. A table that is not column -> mapping is an error naming the file and column."""
     import yaml
-
 
     path = Path(root if root is not None else project_dir()) / "results" / "matrix" / f"{method}.yaml"
     if not path.is_file():

@@ -264,7 +264,6 @@ def render_readme(readme: str, table: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-
     parser = argparse.ArgumentParser(prog="toolret reproduce", description=__doc__.split("\n\n")[0])
     add_arguments(parser)
     return run(parser.parse_args(argv), project_dir())

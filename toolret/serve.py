@@ -167,7 +167,6 @@ def create_app(pipeline_dir: "str | Path", *, catalog_dir: "str | Path | None" =
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
 
-
     limits = limits or Limits()
     service = SearchService(pipeline_dir, catalog_dir=catalog_dir, limits=limits)
     mcp = build_mcp_server(service)
@@ -282,7 +281,6 @@ def serve(pipeline_dir: "str | Path", host: str = "127.0.0.1", port: int = 8000,
           admin_token: Optional[str] = None) -> None:
     """Run the app with uvicorn until SIGTERM / SIGINT (graceful: requests in flight finish)."""
     import uvicorn
-
 
     limits = limits or Limits()
     app = create_app(pipeline_dir, catalog_dir=catalog_dir, limits=limits, host=host, admin_token=admin_token)

@@ -48,7 +48,6 @@ def _package_roots() -> dict[str, Path]:
     every imported plugin (:func:`toolret.registry.import_plugins`), whose modules are code deps too."""
     import sys
 
-
     roots = {PACKAGE: ROOT}
     for name in plugin_modules():
         origin = getattr(sys.modules.get(name), "__file__", None)

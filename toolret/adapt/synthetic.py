@@ -172,7 +172,6 @@ def _generate_prompts(prompts: list[Any], sampling: Any, spec: GeneratorSpec, ou
     """Each prompt's parsed requests (``sampling.n`` asked, from the shards where they hold them) and the cost."""
     import time
 
-
     n = sampling.n
     store = _store(out, spec, project)
     missing = store.missing(prompts, sampling)

@@ -49,7 +49,6 @@ def build_gateway_server(gateway: Gateway, transport: str = "stdio", lifespan: A
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import CallToolResult, ToolAnnotations
 
-
     mcp = MCPServer("toolret-gateway", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING",
                     lifespan=lifespan)
 

@@ -94,7 +94,6 @@ class Upstream:
         from mcp_types import Implementation
         from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-
         self._wake, self._lost = anyio.Event(), None
         async with Client(self.config.target(), read_timeout_seconds=self.settings.timeout_s,
                           message_handler=self._on_message,

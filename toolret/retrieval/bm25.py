@@ -133,7 +133,6 @@ class BM25Retriever:
     def load(cls, path: str | Path) -> BM25Retriever:
         import bm25s
 
-
         meta = json.loads((Path(path) / COMPONENT_FILE).read_text(encoding="utf-8"))
         r = cls(BM25Config(**meta["config"]))
         r.tool_ids = meta["tool_ids"]

@@ -129,7 +129,6 @@ class DenseRetriever:
     def save(self, path: str | Path) -> None:
         import faiss
 
-
         with atomic_directory(path) as tmp:
             faiss.write_index(self._index, str(tmp / "faiss.index"))
             write_component_meta(tmp, self.name, config=self.config.to_dict(), tool_ids=self.tool_ids)
@@ -137,7 +136,6 @@ class DenseRetriever:
     @classmethod
     def load(cls, path: str | Path, encoder=None) -> DenseRetriever:
         import faiss
-
 
         meta = json.loads((Path(path) / COMPONENT_FILE).read_text(encoding="utf-8"))
         r = cls(DenseConfig(**meta["config"]), encoder=encoder)

@@ -141,7 +141,6 @@ def finetune(catalog: Catalog, out_dir: str | Path, config: FinetuneConfig | Non
     from sentence_transformers.sentence_transformer.training_args import BatchSamplers
     from transformers import set_seed
 
-
     config = config or FinetuneConfig()
     if config.model is None or config.device is None:
 
@@ -244,7 +243,6 @@ def save_compact(model, path: str | Path, max_shard_mb: int = 20, max_file_mb: f
     """
     import torch
     from transformers import PreTrainedModel
-
 
     path = Path(path)
     limit = int(max_file_mb * 2**20)

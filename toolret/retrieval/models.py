@@ -174,7 +174,6 @@ def name_adapter_base(folder: Path, base: str) -> None:
     one order (peft writes them from a set), so that a retrained adapter's config has the same bytes."""
     import json
 
-
     path = Path(folder) / ADAPTER_CONFIG
     cfg = json.loads(path.read_text(encoding="utf-8"))
     cfg["base_model_name_or_path"] = portable_path(base)

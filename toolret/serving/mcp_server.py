@@ -59,7 +59,6 @@ def build_mcp_server(service: SearchService) -> Any:
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import CallToolResult, ToolAnnotations
 
-
     server = MCPServer("toolret", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
 
     @server.tool(annotations=ToolAnnotations(title="Search tools", read_only_hint=True, idempotent_hint=True,

@@ -312,7 +312,6 @@ def log_evaluation_run(
     """
     from mlflow.entities import Metric, Param
 
-
     result_json = Path(result_json_path)
     result = load_result(result_json)
     run_info = load_run_info(result_json)

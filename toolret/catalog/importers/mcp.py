@@ -133,7 +133,6 @@ def import_mcp(command: str | None = None, url: str | None = None, *, name: str 
     name; ``queries``: a queries file, see :mod:`toolret.catalog.importers.queries`)."""
     import anyio
 
-
     target = server_target(command, url)
     source = f"MCP server {command!r}" if command is not None else f"MCP server at {url}"
     try:

@@ -65,7 +65,6 @@ def train_adapter(pairs: Sequence[dict[str, Any]], cfg: QTAConfig, m: int, out: 
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import DPOConfig, DPOTrainer
 
-
     if not pairs:
         raise ValueError("qta: no preference pairs to train on (every round tied?)")
     set_offline_env()

@@ -191,7 +191,6 @@ class ToolRerankReranker:
                rewrites: Sequence[Sequence[str]] | None = None) -> Ranking:
         from tqdm import tqdm
 
-
         if not self.tool_ids:
             raise CatalogError(f"{self.name}: rerank before index")
         queries = list(queries)

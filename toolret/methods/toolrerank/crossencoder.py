@@ -121,7 +121,6 @@ def load_cross_encoder(folder: str | Path, max_length: int, device: str = "cpu",
     saved LoRA adapter folder loads its base encoder with the adapter and the trained head."""
     from sentence_transformers.cross_encoder import CrossEncoder
 
-
     offline()
     if not new_head and is_adapter(folder):
         model = load_cross_encoder(adapter_base(folder), max_length, device, new_head=True)
@@ -162,7 +161,6 @@ def train_cross_encoder(examples: Sequence[tuple], out_dir: str | Path, *, base_
     from datasets import Dataset
     from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments, losses
     from transformers import set_seed
-
 
     if loss not in ("bce", "in_batch"):
         raise ValueError(f"toolrerank.loss must be 'bce' or 'in_batch', not {loss!r}")
