@@ -23,15 +23,8 @@ from toolret.catalog.synthetic import sample_tools, stored_group_queries, stored
 from toolret.catalog.validation import validate_catalog
 from toolret.config import apply_overrides, load_params, params_source
 from toolret.errors import CatalogError, ToolretError
-from toolret.evaluation import (
-    commit_record_run,
-    evaluate_retriever,
-    grid_summary,
-    provenance,
-    record_fields,
-    run_path_for,
-    write_result,
-)
+from toolret.evaluation import (commit_record_run, evaluate_retriever, grid_summary, provenance, record_fields,
+                                run_path_for, write_result)
 from toolret.gateway.cli import add_commands as gateway_commands
 from toolret.jsonl_artifacts import write_rewrites
 from toolret.llm.engines import build_generator
@@ -40,17 +33,8 @@ from toolret.llm.shards import git_commit, record_generations, run_durable
 from toolret.paths import data_dir, project_dir
 from toolret.pipeline import PIPELINE_FILE, Pipeline, build_pipeline
 from toolret.provenance import sha256_tree
-from toolret.registry import (
-    BuildContext,
-    build_component,
-    cli_commands,
-    component,
-    components,
-    generation_job,
-    parse_spec,
-    pipelines,
-    report_hook,
-)
+from toolret.registry import (BuildContext, build_component, cli_commands, component, components, generation_job,
+                              parse_spec, pipelines, report_hook)
 from toolret.reproduce import add_arguments as reproduce_arguments
 from toolret.reproduce import run
 from toolret.retrieval.models import resolve_encoder

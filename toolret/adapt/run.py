@@ -31,17 +31,8 @@ from typing import Any
 import numpy as np
 
 from toolret.adapt.candidates import BASELINES, BUDGETS, UNTRAINED, candidates, with_weight_of
-from toolret.adapt.synthetic import (
-    GOAL_JOB,
-    HOLDOUT,
-    GeneratorSpec,
-    generate,
-    generate_multi,
-    goal_tools,
-    holdout_units,
-    multi_groups,
-    split_queries,
-)
+from toolret.adapt.synthetic import (GOAL_JOB, HOLDOUT, GeneratorSpec, generate, generate_multi, goal_tools,
+                                     holdout_units, multi_groups, split_queries)
 from toolret.adapt.user_catalog import catalog_fingerprint, load_tools, tool_fingerprints
 from toolret.atomic import atomic_directory, write_json
 from toolret.catalog.importers.queries import read_queries

@@ -44,13 +44,8 @@ from toolret.llm.engines import build_generator
 from toolret.llm.lazy import LazyCachedLLM
 from toolret.llm.models import model_slug
 from toolret.llm.parsing import parse_single
-from toolret.llm.prompts import (
-    MULTI_GEN_PARAMS,
-    QUERY_GEN_PARAMS,
-    goal_request_prompt,
-    multi_api_prompt,
-    query_generation_prompt,
-)
+from toolret.llm.prompts import (MULTI_GEN_PARAMS, QUERY_GEN_PARAMS, goal_request_prompt, multi_api_prompt,
+                                 query_generation_prompt)
 from toolret.llm.shards import ShardStore, StoreFirstGenerator, prompt_key, run_durable, store_root
 from toolret.methods.reinvoke.config import ReInvokeConfig
 

@@ -12,14 +12,8 @@ from toolret.errors import CatalogError
 from toolret.gateway.config import config_from_flags, load_config
 from toolret.gateway.gateway import Gateway
 from toolret.gateway.mcp_server import serve_http, serve_stdio
-from toolret.gateway.receipts import (
-    DEFAULT_BACKUPS,
-    DEFAULT_MAX_BYTES,
-    ReceiptLog,
-    format_summary,
-    log_files,
-    summarise,
-)
+from toolret.gateway.receipts import (DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, ReceiptLog, format_summary, log_files,
+                                      summarise)
 
 
 def cmd_gateway(args: argparse.Namespace) -> None:

@@ -31,15 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from toolret.atomic import write_text
-from toolret.llm.base import (
-    Generation,
-    Prompt,
-    SampleRequest,
-    SamplingParams,
-    canonical_chat,
-    generate_via_iter,
-    sha256_text,
-)
+from toolret.llm.base import (Generation, Prompt, SampleRequest, SamplingParams, canonical_chat, generate_via_iter,
+                              sha256_text)
 from toolret.llm.models import model_slug
 from toolret.paths import project_dir
 

@@ -22,12 +22,8 @@ from toolret.atomic import atomic_directory, write_json
 from toolret.catalog.model import Catalog
 from toolret.errors import CatalogError
 from toolret.evaluation import rank_split, run_info_path, score_ranking
-from toolret.retrieval.committed_checkpoint import (
-    checkpoint_dir,
-    discard_checkpoint,
-    exporting_callback,
-    import_checkpoint,
-)
+from toolret.retrieval.committed_checkpoint import (checkpoint_dir, discard_checkpoint, exporting_callback,
+                                                    import_checkpoint)
 from toolret.retrieval.dense import DenseConfig, DenseRetriever
 from toolret.retrieval.models import LoraSettings, load_sentence_transformer, name_adapter_base
 

@@ -37,16 +37,8 @@ from toolret.evaluate_api import EvalResult, collapse_identical, compare
 from toolret.metrics.names import metric_name_for_mlflow
 from toolret.provenance import git_state, sha256_file
 from toolret.tracking.runs import LOG_FORMAT, load_per_query, load_result, per_query_path_for
-from toolret.tracking.store import (
-    INPUTS_TAG,
-    digest,
-    find_run,
-    get_client,
-    get_or_create_experiment,
-    logged_metric,
-    make_current,
-    safe_key,
-)
+from toolret.tracking.store import (INPUTS_TAG, digest, find_run, get_client, get_or_create_experiment, logged_metric,
+                                    make_current, safe_key)
 
 DEFAULT_BASELINES = ("bm25", "dense")
 COMPARISON_EXPERIMENT = "toolret-comparisons"  # comparison runs: one row per dataset, apart from the evaluations

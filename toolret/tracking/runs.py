@@ -31,17 +31,8 @@ from toolret.metrics.names import metric_name_for_mlflow
 from toolret.provenance import dvc_md5, git_state, read_dvc_lock, sha256_file
 from toolret.registry import components, parse_spec
 from toolret.tracking.lineage import producing_stage, stage_params, upstream_stages
-from toolret.tracking.store import (
-    INPUTS_TAG,
-    digest,
-    find_run,
-    flatten,
-    get_client,
-    get_or_create_experiment,
-    logged_metric,
-    make_current,
-    safe_key,
-)
+from toolret.tracking.store import (INPUTS_TAG, digest, find_run, flatten, get_client, get_or_create_experiment,
+                                    logged_metric, make_current, safe_key)
 
 _AT_K = re.compile(r"^(?P<family>.+)@(?P<k>\d+)$")
 

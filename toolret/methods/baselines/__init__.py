@@ -14,17 +14,8 @@ from typing import TYPE_CHECKING
 
 from toolret.catalog.datasets import load_dataset_for
 from toolret.paths import model_dir
-from toolret.registry import (
-    BuildContext,
-    Component,
-    Method,
-    Section,
-    StageTemplate,
-    build_component,
-    in_git,
-    loads,
-    register_method,
-)
+from toolret.registry import (BuildContext, Component, Method, Section, StageTemplate, build_component, in_git, loads,
+                              register_method)
 from toolret.retrieval.bm25 import BM25Config, BM25Retriever
 from toolret.retrieval.dense import DenseConfig, DenseRetriever
 from toolret.retrieval.finetune import FinetuneConfig

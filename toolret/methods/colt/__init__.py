@@ -20,17 +20,8 @@ from pathlib import Path
 
 from toolret.methods.colt.components import ColtRetriever
 from toolret.methods.colt.config import ColtSection
-from toolret.registry import (
-    BuildContext,
-    Component,
-    Method,
-    NamedPipeline,
-    Section,
-    StageTemplate,
-    in_git,
-    loads,
-    register_method,
-)
+from toolret.registry import (BuildContext, Component, Method, NamedPipeline, Section, StageTemplate, in_git, loads,
+                              register_method)
 from toolret.retrieval.dense import DenseRetriever
 from toolret.retrieval.finetuned import FinetunedDenseRetriever
 from toolret.stage_templates import ablation_grid, index_and_evaluate

@@ -27,17 +27,8 @@ from toolret.errors import ConfigError
 from toolret.llm.models import generator_artifact_dir
 from toolret.methods.qta.components import QTARewriter
 from toolret.methods.qta.config import DEFAULT_LLM, QTASection
-from toolret.registry import (
-    BuildContext,
-    Component,
-    Method,
-    NamedPipeline,
-    Section,
-    StageTemplate,
-    in_git,
-    loads,
-    register_method,
-)
+from toolret.registry import (BuildContext, Component, Method, NamedPipeline, Section, StageTemplate, in_git, loads,
+                              register_method)
 
 ARTIFACTS = "qta"  # data/qta/<catalog>/preferences.jsonl; adapters in data/models/<catalog>/qta/m<m>
 

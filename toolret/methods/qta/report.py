@@ -16,18 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from toolret.evaluation import load_run_info
-from toolret.grid_report import (
-    ci_cell,
-    format_p,
-    mean_ci,
-    p_value,
-    paired,
-    paper_numbers,
-    per_query,
-    read_json,
-    read_variants,
-    write_report_file,
-)
+from toolret.grid_report import (ci_cell, format_p, mean_ci, p_value, paired, paper_numbers, per_query, read_json,
+                                 read_variants, write_report_file)
 from toolret.jsonl_artifacts import read_jsonl
 from toolret.methods.qta.changes import change_counts, change_rows
 from toolret.paths import data_dir

@@ -24,18 +24,8 @@ from toolret.methods.reinvoke.components import HydeRewriter, IntentRewriter, Re
 from toolret.methods.reinvoke.config import DEFAULT_LLM, ReInvokeSection
 from toolret.methods.reinvoke.generation import LazyLLM
 from toolret.methods.reinvoke.tool_vectors import tool_vectors_arguments
-from toolret.registry import (
-    BuildContext,
-    CliCommand,
-    Component,
-    Method,
-    NamedPipeline,
-    Section,
-    StageTemplate,
-    in_git,
-    loads,
-    register_method,
-)
+from toolret.registry import (BuildContext, CliCommand, Component, Method, NamedPipeline, Section, StageTemplate,
+                              in_git, loads, register_method)
 from toolret.stage_templates import ablation_grid
 
 ARTIFACTS = "reinvoke"  # data/reinvoke/<dataset>/{synthetic_queries,intents,hyde}.jsonl

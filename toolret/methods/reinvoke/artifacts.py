@@ -26,14 +26,8 @@ from toolret.catalog.model import Catalog
 from toolret.errors import CatalogError
 from toolret.jsonl_artifacts import meta_path, read_jsonl, write_jsonl
 from toolret.methods.reinvoke.config import ReInvokeConfig
-from toolret.methods.reinvoke.generation import (
-    LazyLLM,
-    extract_intents,
-    generate_synthetic_queries,
-    hyde_documents,
-    prompt_versions,
-    status_counts,
-)
+from toolret.methods.reinvoke.generation import (LazyLLM, extract_intents, generate_synthetic_queries, hyde_documents,
+                                                 prompt_versions, status_counts)
 
 
 def doc_sha(text: str) -> str:

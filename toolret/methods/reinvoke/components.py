@@ -32,13 +32,8 @@ from toolret.methods.reinvoke import artifacts
 from toolret.methods.reinvoke.artifacts import build_synthetic_queries, check_synthetic_records, load_synthetic
 from toolret.methods.reinvoke.config import ReInvokeConfig
 from toolret.methods.reinvoke.expansion import aggregate_embeddings, aggregate_scores, build_copies
-from toolret.methods.reinvoke.generation import (
-    LazyLLM,
-    extract_intents,
-    generate_synthetic_queries,
-    hyde_documents,
-    queries_by_tool,
-)
+from toolret.methods.reinvoke.generation import (LazyLLM, extract_intents, generate_synthetic_queries, hyde_documents,
+                                                 queries_by_tool)
 from toolret.methods.reinvoke.multiview import multiview_rank, ranking_score
 from toolret.methods.reinvoke.roundtrip import round_trip_consistency
 from toolret.methods.reinvoke.tool_vectors import ToolVectors, copy_groups, write_vector_file

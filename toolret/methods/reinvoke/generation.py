@@ -26,17 +26,8 @@ from toolret.llm.engines import build_generator
 from toolret.llm.lazy import LazyCachedLLM
 from toolret.llm.models import KNOWN_MODELS
 from toolret.llm.parsing import REFUSAL, parse_list, parse_single, parse_text
-from toolret.llm.prompts import (
-    HYDE_PARAMS,
-    INTENT_PARAMS,
-    MULTI_GEN_PARAMS,
-    PROMPT_VERSIONS,
-    QUERY_GEN_PARAMS,
-    hyde_prompt,
-    intent_extraction_prompt,
-    multi_api_prompt,
-    query_generation_prompt,
-)
+from toolret.llm.prompts import (HYDE_PARAMS, INTENT_PARAMS, MULTI_GEN_PARAMS, PROMPT_VERSIONS, QUERY_GEN_PARAMS,
+                                 hyde_prompt, intent_extraction_prompt, multi_api_prompt, query_generation_prompt)
 from toolret.llm.shards import prompt_key
 from toolret.methods.reinvoke.config import ReInvokeConfig
 

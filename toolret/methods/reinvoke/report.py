@@ -13,16 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from toolret.grid_report import (
-    SUMMARY,
-    ci_cell,
-    format_p,
-    p_value,
-    paper_numbers,
-    read_json,
-    read_variants,
-    write_report_file,
-)
+from toolret.grid_report import (SUMMARY, ci_cell, format_p, p_value, paper_numbers, read_json, read_variants,
+                                 write_report_file)
 from toolret.paths import data_dir
 
 ROWS = [

@@ -32,18 +32,8 @@ from toolret.methods.toolrerank.config import ToolRerankSection, TrainingConfig
 from toolret.methods.toolrerank.hierarchy import is_multi_tool
 from toolret.methods.toolrerank.training import artifact_key, train_artifact
 from toolret.paths import model_dir, project_path
-from toolret.registry import (
-    BuildContext,
-    CliCommand,
-    Component,
-    Method,
-    NamedPipeline,
-    Section,
-    StageTemplate,
-    in_git,
-    loads,
-    register_method,
-)
+from toolret.registry import (BuildContext, CliCommand, Component, Method, NamedPipeline, Section, StageTemplate,
+                              in_git, loads, register_method)
 from toolret.stage_templates import ablation_grid, dense_ft_deps, index_and_evaluate, model_dep
 
 RERANK_M = (10, 30, 50)

@@ -25,15 +25,8 @@ from typing import Any
 import numpy as np
 
 from toolret.catalog.datasets import load_dataset
-from toolret.grid_report import (
-    format_p,
-    markdown_table,
-    paired,
-    paper_numbers,
-    per_query,
-    read_variants,
-    write_report_file,
-)
+from toolret.grid_report import (format_p, markdown_table, paired, paper_numbers, per_query, read_variants,
+                                 write_report_file)
 from toolret.methods.toolrerank import artifact_path
 from toolret.methods.toolrerank.classifier import QueryTypeClassifier
 from toolret.methods.toolrerank.hierarchy import is_multi_tool

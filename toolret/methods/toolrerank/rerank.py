@@ -16,13 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from toolret.methods.toolrerank.algorithms import (
-    adaptive_truncation,
-    extended_f1,
-    multi_tool_rerank,
-    rerank_order,
-    single_tool_rerank,
-)
+from toolret.methods.toolrerank.algorithms import (adaptive_truncation, extended_f1, multi_tool_rerank, rerank_order,
+                                                   single_tool_rerank)
 from toolret.metrics import per_query_metrics
 from toolret.retrieval.base import Ranking
 from toolret.retrieval.fusion import weighted_rrf

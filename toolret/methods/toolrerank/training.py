@@ -35,22 +35,11 @@ from toolret.catalog.select import sample_queries
 from toolret.errors import CatalogError
 from toolret.methods.toolrerank.classifier import QueryTypeClassifier
 from toolret.methods.toolrerank.config import PAPER_BEST, ToolRerankConfig
-from toolret.methods.toolrerank.crossencoder import (
-    CrossEncoderScorer,
-    mine_training_pairs,
-    mine_training_tuples,
-    train_cross_encoder,
-)
+from toolret.methods.toolrerank.crossencoder import (CrossEncoderScorer, mine_training_pairs, mine_training_tuples,
+                                                     train_cross_encoder)
 from toolret.methods.toolrerank.hierarchy import SeenSet, apis_by_tool, is_multi_tool, parent_tool
-from toolret.methods.toolrerank.rerank import (
-    Library,
-    QueryView,
-    Setting,
-    grid_search,
-    rerank_m,
-    select_ce_weight,
-    toolrerank,
-)
+from toolret.methods.toolrerank.rerank import (Library, QueryView, Setting, grid_search, rerank_m, select_ce_weight,
+                                               toolrerank)
 from toolret.metrics import per_query_metrics
 from toolret.registry import BuildContext, build_component, component
 from toolret.retrieval.committed_checkpoint import checkpoint_dir
