@@ -184,6 +184,9 @@ def _cleanup_kwargs(params) -> dict[str, Any]:
 def cmd_fit(args: argparse.Namespace) -> None:
     """Fit one component on a catalog; its learned artifact is written to ``--out``."""
 
+    if args.record_generations:
+
+        record_generations(args.record_generations)
     params = _params(args)
     catalog = _catalog(args, params, [args.component])
     comp = build_component(args.component, BuildContext(catalog, params, model=args.out))
@@ -573,6 +576,14 @@ class _Commands:
         return "commands (toolret COMMAND --help for each):" + "\n".join(lines)
 
 
+def record_option(parser: argparse.ArgumentParser) -> None:
+    """``--record-generations JOB`` (``fit``, ``evaluate-grid``)."""
+    parser.add_argument("--record-generations", metavar="JOB",
+                        help="write every LLM sample the committed shards lack (QTA's preference samples, its "
+                             "rewrites) as shards of JOB beside them (data/generations/ or data/qta/generations/), "
+                             "one per batch of prompts, to commit: a killed run, or a clone's, resumes from them")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="toolret", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -655,6 +666,7 @@ def build_parser() -> argparse.ArgumentParser:
     source(f)
     f.add_argument("--component", required=True, help="component name (toolret datasets lists them)")
     f.add_argument("--out", required=True, help="the component's learned artifact")
+    record_option(f)
     overrides(f)
     f.set_defaults(func=cmd_fit)
 
@@ -722,10 +734,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--grid", required=True, help="params key of the grid, e.g. reinvoke.ablations")
     g.add_argument("--docs", default="original")
     g.add_argument("--out", required=True)
-    g.add_argument("--record-generations", metavar="JOB",
-                   help="write every LLM sample the committed shards lack (e.g. QTA's rewrites) as shards of JOB "
-                        "beside them (data/generations/ or data/qta/generations/), to commit: a clone's rerun "
-                        "then needs no LLM")
+    record_option(g)
     overrides(g)
     g.set_defaults(func=cmd_evaluate_grid)
 

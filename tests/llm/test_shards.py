@@ -133,3 +133,29 @@ def test_samples_generated_outside_a_job_are_recorded_as_shards_a_clone_answers_
     # recording is off again: a generator made now writes nothing
     StoreFirstGenerator(_store(tmp_path / "gen2"), lambda: engine).generate(PROMPTS[:1], SAMPLING)
     assert not (tmp_path / "gen2").exists()
+
+
+def test_a_long_sampling_is_recorded_one_shard_per_chunk(generator, tmp_path):
+    """QTA's preference sampling (``toolret fit --record-generations``): each chunk of requests lands as its own
+    finished shard, so a run killed after the first chunk leaves that chunk to commit, and a fresh store answers
+    every chunk with no engine built."""
+    from toolret.llm.base import SampleRequest
+    from toolret.llm.shards import record_generations
+    from toolret.methods.qta.generation import generate
+
+    engine = CachedGenerator(Counting(generator), tmp_path / "cache.jsonl")
+    requests = [SampleRequest(p, i) for p in PROMPTS for i in (0, 1)]
+
+    class LLM:
+        def __init__(self, make):
+            self.generator = StoreFirstGenerator(_store(tmp_path / "gen"), make)
+
+    record_generations("qta-preferences")
+    try:
+        out = generate(LLM(lambda: engine), requests, SAMPLING, chunk=4)
+    finally:
+        record_generations(None)
+    shards = sorted((tmp_path / "gen" / "qta-preferences").glob("shard-*.jsonl"))
+    assert [len(s.read_text().splitlines()) for s in shards] == [4, 2]
+    assert [(g.sample_index, g.text) for g in generate(LLM(_never), requests, SAMPLING, chunk=4)] == \
+        [(g.sample_index, g.text) for g in out]

@@ -104,10 +104,12 @@ def export_checkpoint(work: str | Path, dest: str | Path, key: str | None = None
     return manifest
 
 
-def import_checkpoint(src: str | Path, work: str | Path, key: str | None = None) -> str | None:
+def import_checkpoint(src: str | Path, work: str | Path, key: str | None = None,
+                      base_folder: str | Path | None = None) -> str | None:
     """Put the committed checkpoint ``src`` into the work folder ``work`` when it belongs there (``key``: as in
     :func:`export_checkpoint`) and is newer than the work folder's own; returns the checkpoint path to resume
-    from, or None (nothing imported)."""
+    from, or None (nothing imported). An adapter's base is pointed at ``base_folder`` (default: the packaged
+    encoder its portable name resolves to)."""
     from toolret.retrieval.finetune import checkpoint_step, last_complete_checkpoint
 
     src, work = Path(src), Path(work)
@@ -129,14 +131,15 @@ def import_checkpoint(src: str | Path, work: str | Path, key: str | None = None)
         if state.get("best_model_checkpoint"):
             state["best_model_checkpoint"] = str(work / Path(state["best_model_checkpoint"]).name)
         state_file.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        _localize_adapter_base(tmp)
+        _localize_adapter_base(tmp, base_folder)
         tmp.rename(work / name)
     return str(work / manifest["latest"])
 
 
-def _localize_adapter_base(checkpoint: Path) -> None:
+def _localize_adapter_base(checkpoint: Path, base_folder: str | Path | None = None) -> None:
     """An exported adapter names its base portably (``adapter_base``); the trainer resuming from it loads that
-    base by the name it finds, so point it at this machine's folder of that encoder."""
+    base by the name it finds, so point it at this machine's folder of that model (``base_folder``, default the
+    packaged encoder of that name)."""
     config = checkpoint / "adapter_config.json"
     if not config.is_file():
         return
@@ -144,7 +147,7 @@ def _localize_adapter_base(checkpoint: Path) -> None:
     cfg = json.loads(config.read_text(encoding="utf-8"))
     base = cfg.get("base_model_name_or_path")
     if base and not Path(base).is_dir():
-        cfg["base_model_name_or_path"] = str(resolve_encoder(base))
+        cfg["base_model_name_or_path"] = str(base_folder or resolve_encoder(base))
         config.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 

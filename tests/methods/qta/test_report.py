@@ -82,3 +82,32 @@ def test_the_synthetic_section_reports_each_benchmarks_grid_with_its_training_ca
     assert "| qta_synthetic |" in text and "+0.100 | 0.012 |" in text and "4 / 90" in text
     assert "433 rounds, 120 pairs" in text and "m = 1 round(s) per request" in text
     assert data["synthetic"]["bench"]["variants"]["qta_synthetic"]["p_comp@5"] == 0.0123
+
+
+def test_the_finetune_section_pools_its_grid_over_the_runs_not_used_for_selection(tmp_path, monkeypatch):
+    from toolret.config import validate_params
+    from toolret.methods.qta.report import finetune_sections
+
+    monkeypatch.setenv("TOOLRET_PROJECT_DIR", str(tmp_path))
+    params = validate_params({"qta": {
+        "runs": {"b-fold0of9": {"dataset": "b", "fold": 0, "selection": True}, "b-fold1of9": {"dataset": "b", "fold": 1},
+                 "b-fold2of9": {"dataset": "b", "fold": 2}},
+        "synthetic": {"runs": {"b": {"catalog": "b-syn"}}, "finetune": {"set": {"epochs": 3}}}}})
+    runs = tmp_path / "runs"
+    # the selection fold would flip the sign; fold 2 has no fine-tune grid (not evaluated yet): left out
+    _grid(runs / "b-fold0of9" / "qta-syn-ft", {"dense": {"q1": 1.0, "q2": 1.0}, "ft": {"q1": 0.0, "q2": 0.0}},
+          {"ft": "dense"})
+    _grid(runs / "b-fold1of9" / "qta-syn-ft", {"dense": {"q1": 0.0, "q2": 0.0, "q3": 1.0},
+                                               "ft": {"q1": 1.0, "q2": 0.0, "q3": 1.0}}, {"ft": "dense"})
+    _grid(runs / "b-fold2of9" / "qta", {"dense": {"q1": 0.0}}, {})
+    lines, data = finetune_sections(runs, params.qta, ["b-fold0of9", "b-fold1of9", "b-fold2of9"])
+    pooled = data["synthetic_finetune"]["pooled"]
+    assert pooled["runs"] == ["b-fold1of9"]
+    (row,) = pooled["rows"]
+    assert (row["row"], row["n"], row["mean"], row["baseline_mean"]) == ("ft", 3, pytest.approx(2 / 3),
+                                                                         pytest.approx(1 / 3))
+    assert set(data["synthetic_finetune"]["runs"]) == {"b-fold0of9", "b-fold1of9"}
+    text = "\n".join(lines)
+    assert "3 epochs" in text and "left out: b-fold0of9" in text
+    assert "| ft | dense | 3 | 0.667 | 0.333 | +0.333 |" in text
+    assert finetune_sections(runs, params.qta, ["b-fold2of9"]) == ([], {})  # nothing evaluated: no section

@@ -159,3 +159,35 @@ def test_training_resumes_from_its_last_checkpoint(tmp_path, tiny_lm, monkeypatc
     report = training.train_adapter(pairs, cfg, 2, out, model_folder=tiny_lm, progress=False)
     assert report["steps"] == 2 and load_run_info(out / "qta.json")["resumed_from"] == "checkpoint-2"
     assert (out / "adapter_model.safetensors").is_file() and not work.exists()
+
+
+def test_a_training_resumes_in_another_session_from_its_committed_checkpoint(tmp_path, tiny_lm, monkeypatch):
+    """Only git lasts between sessions: each checkpoint is exported to a committed folder (optimizer moments
+    kept), a run on a new work tree (no work folder) resumes from it, and it goes once the adapter is saved."""
+    import shutil
+
+    from toolret.evaluation import load_run_info
+    from toolret.methods.qta import training
+
+    cfg = _cfg(tiny_lm, tmp_path, batch_size=1, save_steps=1)
+    pairs = [{"prompt": [{"role": "user", "content": f"weather in city {i}"}],
+              "chosen": [{"role": "assistant", "content": "get the weather forecast"}],
+              "rejected": [{"role": "assistant", "content": "buy shoes"}]} for i in range(3)]
+    out = tmp_path / "models" / "ds" / "qta" / "m2"
+    committed = tmp_path / "qta" / "ds" / "checkpoints" / "qta" / "m2"
+    monkeypatch.setattr(training, "discard_checkpoint", lambda *a, **k: None)  # as if killed after the last save
+    training.train_adapter(pairs, cfg, 2, out, model_folder=tiny_lm, progress=False, committed=committed)
+    monkeypatch.undo()
+    manifest = json.loads((committed / "progress.json").read_text())
+    assert manifest["latest"] == "checkpoint-3" and manifest["optimizer_moments"] == "kept"
+    exported = committed / "checkpoint-3"
+    assert (exported / "optimizer.pt").is_file() and (exported / "adapter_model.safetensors").is_file()
+    assert json.loads((exported / "adapter_config.json").read_text())["base_model_name_or_path"] == cfg.llm_model
+    # a new session: the work tree's ignored folders are gone (the work folder was), the committed checkpoint is not
+    assert not training.work_dir(out, cfg, 2, pairs).exists()
+    shutil.rmtree(out)
+    report = training.train_adapter(pairs, cfg, 2, out, model_folder=tiny_lm, progress=False, committed=committed)
+    info = load_run_info(out / "qta.json")
+    assert info["resumed_from"] == "checkpoint-3" and info["resumed_from_committed"] is True
+    assert report["steps"] == 3 and (out / "adapter_model.safetensors").is_file()
+    assert not committed.exists()  # the adapter is saved: its progress folder goes

@@ -75,11 +75,43 @@ def _build_synthetic(ctx: BuildContext):
                        dense_config=ctx.params.dense, frozen=not benchmark)
 
 
+def _build_synthetic_ft(ctx: BuildContext):
+    """``qta-syn-ft``: on a fold of a benchmark of ``qta.synthetic.runs``, a LoRA adapter trained by DPO on the
+    fold's labelled preference pairs (``qta``'s data) on top of the benchmark's synthetic adapter
+    (``data/models/<catalog>/qta-syn-ft``)."""
+
+    section = ctx.params.qta
+    cfg = section.finetune_config()
+    name = base_dataset(ctx.catalog)
+    training = section.synthetic.training_catalog(name)
+    if training is None:
+        raise ConfigError(f"qta-syn-ft: dataset {name!r} has no synthetic training catalog (params.yaml "
+                          f"qta.synthetic.runs names {sorted(section.synthetic.runs) or 'none'})")
+    docs = cfg.docs_for(name)
+    synthetic = section.synthetic_config()
+    init = ctx.artifact_dir("models").parent / training / "qta" / synthetic.adapter_name()
+    preferences = generator_artifact_dir(ctx.artifact_dir(ARTIFACTS), cfg.llm_model, DEFAULT_LLM) / "preferences.jsonl"
+    adapter_root = Path(ctx.model) if ctx.model else ctx.artifact_dir("models") / "qta-syn-ft"
+    return QTARewriter(cfg, documents=ctx.catalog.docs(docs), tool_ids=ctx.catalog.tool_ids,
+                       adapter_root=adapter_root, preferences=preferences, docs=docs,
+                       dense_config=ctx.params.dense, init_adapter=init)
+
+
 def _trains_here(params, benchmark: str) -> bool:
     """A training catalog several benchmarks use (one benchmark's adapter on another: the cross-dataset
     protocol) is trained once, by the first benchmark naming it."""
     synthetic = params.qta.synthetic
     return synthetic.benchmark_of(synthetic.runs[benchmark].catalog) == benchmark
+
+
+def _has_synthetic(params, run: str) -> bool:
+    """A ``qta.runs`` fold whose dataset has a synthetic training catalog (``qta-syn-ft`` trains there)."""
+    return params.qta.synthetic.training_catalog(params.qta.runs[run].dataset) is not None
+
+
+def _synthetic_adapters(params) -> tuple[str, ...]:
+    """Every synthetic adapter folder (what ``qta-syn-ft`` trains on top of; DVC cannot look one up per item)."""
+    return tuple(sorted({f"data/models/{run.catalog}/qta" for run in params.qta.synthetic.runs.values()}))
 
 
 _RUN = "--catalog data/curated/${item.dataset} --set catalog.folds=${item.folds} --set catalog.fold=${item.fold}"
@@ -97,10 +129,15 @@ METHOD = register_method(Method(
         Component("qta-syn", "rewriter", _build_synthetic, loads("toolret.methods.qta.components:QTARewriter"),
                   ("qta", "dense"), "QTA's rewriter trained by DPO on a synthetic training catalog of the "
                   "benchmark's tools (LLM-written requests, no labelled query)"),
+        Component("qta-syn-ft", "rewriter", _build_synthetic_ft, loads("toolret.methods.qta.components:QTARewriter"),
+                  ("qta", "dense"), "qta-syn's rewriter trained further by DPO on the fold's labelled queries",
+                  trains=True),
     ),
     pipelines=(NamedPipeline("qta", "qta-rewriter+dense", "QTA (trained rewriter over frozen dense)"),
                NamedPipeline("qta-zs", "qta-base+dense", "QTA prompt, untrained LLM, over frozen dense"),
-               NamedPipeline("qta-syn", "qta-syn+dense", "QTA trained on synthetic requests, over frozen dense")),
+               NamedPipeline("qta-syn", "qta-syn+dense", "QTA trained on synthetic requests, over frozen dense"),
+               NamedPipeline("qta-syn-ft", "qta-syn-ft+dense",
+                             "QTA trained on synthetic requests, then on the fold's labelled ones, over frozen dense")),
     stages=(
         StageTemplate(
             name="qta_preferences", order=42, costly=True, foreach="${qta.runs}",
@@ -152,6 +189,27 @@ METHOD = register_method(Method(
             params=("qta", "dense", "catalog", "evaluation"),
             outs=("data/runs/${key}/qta-synthetic", *in_git("data/qta/${item.catalog}/${key}.test-rewrites.jsonl",
                                                             "data/qta/${item.catalog}/${key}.test-rewrites.meta.json")),
+        ),
+        StageTemplate(
+            name="qta_synthetic_ft", order=45, costly=True, trains=True, foreach="${qta.runs}",
+            desc="QTA's synthetic adapter trained further by DPO on the fold's labelled preference pairs (a LoRA "
+                 "adapter on top of it)",
+            cmd=f"toolret fit --component qta-syn-ft {_RUN} --out data/models/${{key}}/qta-syn-ft",
+            entry="toolret.cli:cmd_fit", components=("qta-syn-ft+dense",),
+            deps=("data/curated/${item.dataset}", "data/qta/${key}/preferences.jsonl"),
+            params=("qta", "dense", "catalog"), keep=_has_synthetic, params_deps=_synthetic_adapters,
+            outs=in_git("data/models/${key}/qta-syn-ft"),
+        ),
+        StageTemplate(
+            name="qta_synthetic_ft_evaluate", order=64, foreach="${qta.runs}",
+            desc="qta.synthetic.finetune.grid (dense, the synthetic rewriter, it fine-tuned on the fold) on the "
+                 "fold's test queries, paired tests vs dense",
+            cmd=f"toolret evaluate-grid {_RUN} --grid qta.synthetic.finetune.grid --docs ${{item.docs}} "
+                "--out data/runs/${key}/qta-syn-ft",
+            entry="toolret.cli:cmd_evaluate_grid", components=("qta-syn-ft", "qta-syn", "dense"),
+            deps=("data/curated/${item.dataset}", "data/models/${key}/qta-syn-ft"),
+            params=("qta", "dense", "catalog", "evaluation"), keep=_has_synthetic, params_deps=_synthetic_adapters,
+            outs=("data/runs/${key}/qta-syn-ft",),
         ),
     ),
     report="toolret.methods.qta.report:write_report",

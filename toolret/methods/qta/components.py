@@ -29,9 +29,9 @@ from toolret.errors import CatalogError
 from toolret.jsonl_artifacts import read_jsonl, write_jsonl
 from toolret.llm.models import ensure_local_model
 from toolret.methods.qta.config import QTAConfig
-from toolret.methods.qta.generation import PROMPT_VERSION, QTALLM, adapter_sha, rewrite_queries
+from toolret.methods.qta.generation import INIT_ADAPTER, PROMPT_VERSION, QTALLM, adapter_sha, rewrite_queries
 from toolret.methods.qta.preferences import build_preferences, dpo_pairs, load_preferences, preference_key
-from toolret.methods.qta.training import train_adapter
+from toolret.methods.qta.training import train_adapter, training_key
 from toolret.pipeline import rows_of
 from toolret.registry import COMPONENT_FILE, write_component_meta
 from toolret.retrieval.dense import DenseRetriever
@@ -57,6 +57,7 @@ class QTARewriter:
         llm: a :class:`QTALLM` factory ``adapter -> QTALLM`` (tests inject tiny models).
         outputs: rewrite records already known (``text -> record``).
         frozen: the adapters were trained elsewhere (``qta.adapter_from``): ``fit`` trains nothing.
+        init_adapter: ``fit`` trains on top of this saved adapter (merged first; the new adapter keeps a copy).
     """
 
     name = "qta-rewriter"
@@ -65,7 +66,7 @@ class QTARewriter:
                  adapter_root: str | Path | None = None, preferences: str | Path | None = None,
                  write_preferences: bool = False, docs: str = "original", dense_config=None, retriever=None,
                  llm=None, outputs: Mapping[str, dict] | None = None, model_folder: str | Path | None = None,
-                 frozen: bool = False) -> None:
+                 frozen: bool = False, init_adapter: str | Path | None = None) -> None:
         self.config = config or QTAConfig()
         self.documents, self.tool_ids = list(documents), list(tool_ids)
         self.adapter_root = Path(adapter_root) if adapter_root else None
@@ -79,6 +80,7 @@ class QTARewriter:
         self._outputs: dict[str, dict] = dict(outputs or {})
         self.model_folder = model_folder
         self.frozen = frozen  # adapters come from elsewhere (cross-dataset): fit never trains
+        self.init_adapter = Path(init_adapter) if init_adapter else None
         self.stats: dict[str, Any] = {"llm_outputs": 0, "fallback": 0, "fallback_reasons": {}}
         self._served: set[str] = set()  # queries rewritten so far (stats: how many rewrites copy their query)
 
@@ -135,9 +137,20 @@ class QTARewriter:
             if not pairs:
                 raise CatalogError(f"qta: no preference pairs in the first {m} rounds of {catalog.name!r} under "
                                    f"pair_rule {self.config.pair_rule!r}: nothing to train on")
+            if self.init_adapter is not None and not (self.init_adapter / "adapter_config.json").is_file():
+                raise CatalogError(f"qta: no adapter at {self.init_adapter} to train on top of; fit it first")
             train_adapter(pairs, self.config, m, self.adapter_dir(m), model_folder=folder,
                           run_name=f"{catalog.name}/{self.config.adapter_name(m)}",
-                          extra={"dataset": catalog.name, "train_queries": len(catalog.split("train"))})
+                          extra={"dataset": catalog.name, "train_queries": len(catalog.split("train"))},
+                          init_adapter=self.init_adapter, committed=self.committed_checkpoint(m))
+
+    def committed_checkpoint(self, m: int) -> Path | None:
+        """Where the training of the adapter for ``m`` exports its checkpoints for another session: beside the
+        preference data (``data/qta/<catalog>/checkpoints/<adapter folder>/<adapter>``, kept by git, outside the
+        adapters' DVC output); ``None`` without a preference-data path."""
+        if self.preferences is None or self.adapter_root is None:
+            return None
+        return self.preferences.parent / "checkpoints" / self.adapter_root.name / self.config.adapter_name(m)
 
     def _adapter_ready(self, m: int) -> bool:
         """An adapter for ``m`` exists; one trained with other settings is an error (never silently reused)."""
@@ -146,7 +159,8 @@ class QTARewriter:
         if not report.is_file():
             return False
         made = json.loads(report.read_text(encoding="utf-8")).get("training")
-        wanted = json.loads(json.dumps(self.config.training_key(m)))
+        init = self.init_adapter or (folder / INIT_ADAPTER if (folder / INIT_ADAPTER).is_dir() else None)
+        wanted = json.loads(json.dumps(training_key(self.config, m, init)))
         if made != wanted:
             diff = sorted(k for k in set(made or {}) | set(wanted) if (made or {}).get(k) != wanted.get(k))
             raise CatalogError(f"{folder}: adapter trained with other settings ({diff}); delete it to retrain, "

@@ -181,16 +181,28 @@ class QTASyntheticRun(StrictModel):
     docs: Literal["original", "cleaned", "human"] = "original"
 
 
+class QTASyntheticFinetune(StrictModel):
+    """``params.yaml: qta.synthetic.finetune`` (pipeline ``qta-syn-ft``): the synthetic adapter trained further, by
+    DPO on each ``qta.runs`` fold's labelled preference pairs (a new LoRA on top of it: policy and reference start
+    from the synthetic rewriter). ``set``: its QTA settings that differ from ``qta``'s (the fold adapters'), chosen
+    on the selection run; ``grid``: evaluated on each fold's test queries (paired tests against dense)."""
+
+    set: dict[str, object] = Field(default_factory=dict)
+    grid: dict[str, GridVariant] = Field(default_factory=dict)
+
+
 class QTASynthetic(StrictModel):
     """``params.yaml: qta.synthetic``: QTA trained on synthetic requests (pipeline ``qta-syn``).
 
     ``set``: the QTA settings of the synthetic adapter that differ from ``qta``'s (``m``: preference rounds per
     request; ``train_m`` follows it), chosen on the training catalog's dev split; ``grid``: evaluated on each
-    benchmark of ``runs`` (paired tests against dense on the same queries)."""
+    benchmark of ``runs`` (paired tests against dense on the same queries); ``finetune``: the synthetic adapter
+    trained further on a fold's labelled queries."""
 
     runs: dict[str, QTASyntheticRun] = Field(default_factory=dict)
     set: dict[str, object] = Field(default_factory=dict)
     grid: dict[str, GridVariant] = Field(default_factory=dict)
+    finetune: QTASyntheticFinetune = Field(default_factory=QTASyntheticFinetune)
 
     def training_catalog(self, dataset: str) -> str | None:
         run = self.runs.get(dataset)
@@ -211,7 +223,14 @@ class QTASection(QTAConfig, ComponentSection):
 
     def synthetic_config(self) -> QTAConfig:
         """The component settings of the synthetic-request adapter: ``qta``'s, with ``qta.synthetic.set``."""
-        update = dict(self.synthetic.set)
+        return self._config_with(self.synthetic.set, "qta.synthetic.set")
+
+    def finetune_config(self) -> QTAConfig:
+        """The settings of the synthetic adapter's fine-tuning on a fold: ``qta``'s, with ``qta.synthetic.finetune.set``."""
+        return self._config_with(self.synthetic.finetune.set, "qta.synthetic.finetune.set")
+
+    def _config_with(self, changes: dict[str, object], where: str) -> QTAConfig:
+        update = dict(changes)
         if "m" in update and "train_m" not in update:
             update["train_m"] = [update["m"]]
         base = self.component_config().model_dump()
@@ -219,7 +238,7 @@ class QTASection(QTAConfig, ComponentSection):
             return QTAConfig.model_validate({**base, **update})
         except ValidationError as e:
             why = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'value'}: {err['msg']}" for err in e.errors())
-            raise ValueError(f"qta.synthetic.set: {why}") from None
+            raise ValueError(f"{where}: {why}") from None
 
     @model_validator(mode="after")
     def _run_keys(self):
@@ -227,4 +246,5 @@ class QTASection(QTAConfig, ComponentSection):
         if bad:
             raise ValueError(f"qta.runs keys must name the catalog they run on: {bad}")
         self.synthetic_config()  # a bad qta.synthetic.set key fails when params load, naming it
+        self.finetune_config()
         return self
