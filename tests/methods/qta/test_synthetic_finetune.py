@@ -137,3 +137,34 @@ def test_an_adapter_trained_on_top_of_another(tmp_path, tiny_lm):
     report_file.write_text(json.dumps(made))
     with pytest.raises(Exception, match=r"trained with other settings \(\['init'\]\)"):
         rw._adapter_ready(2)
+
+
+def test_qta_syn_large_is_the_synthetic_training_again_with_the_larger_rewriter(tmp_path, monkeypatch):
+    from tests.methods.qta.test_synthetic import _catalog
+    from toolret.registry import BuildContext, build_component
+    from toolret.stages import render_dvc_yaml
+
+    monkeypatch.setenv("TOOLRET_PROJECT_DIR", str(tmp_path))
+    plain = _params()
+    assert "qta_synthetic_large" not in yaml.safe_load(render_dvc_yaml(plain))["stages"]  # no larger rewriter named
+    params = validate_params({"qta": {**plain.qta.model_dump(), "synthetic": {
+        **plain.qta.synthetic.model_dump(), "larger": {"set": {"llm_model": "big-llm"},
+                                                       "grid": {"dense": {"method": "dense"}}}}}})
+    rel = lambda p: p.relative_to(tmp_path).as_posix()  # noqa: E731
+    training = build_component("qta-syn-large", BuildContext(_catalog("bench-synthetic", n_train=2), params))
+    assert (training.config.llm_model, training.config.m, training.config.bf16) == ("big-llm", 1, True)
+    assert not training.frozen and rel(training.adapter_root) == "data/models/bench-synthetic/qta-large"
+    assert rel(training.preferences) == "data/qta/bench-synthetic/big-llm/preferences.jsonl"  # its own samples
+    assert rel(training.committed_checkpoint(1)) == \
+        "data/qta/bench-synthetic/big-llm/checkpoints/qta-large/m1-rewrites_only-big-llm"
+    on_bench = build_component("qta-syn-large", BuildContext(_catalog("bench"), params))
+    assert on_bench.frozen and on_bench.adapter_dir() == training.adapter_dir()
+    small = build_component("qta-syn", BuildContext(_catalog("bench"), params))
+    assert small.config.llm_model != "big-llm" and rel(small.adapter_root) == "data/models/bench-synthetic/qta"
+
+    stages = yaml.safe_load(render_dvc_yaml(params))["stages"]
+    train = stages["qta_synthetic_large"]["do"]
+    assert "--record-generations qta-preferences" in train["cmd"]  # its samples are committed as they come
+    assert {"data/qta/${item.catalog}/${qta.synthetic.larger.set.llm_model}/preferences.jsonl": {"cache": False}} \
+        in train["outs"]
+    assert "data/models/${item.catalog}/qta-large" in stages["qta_synthetic_large_evaluate"]["do"]["deps"]

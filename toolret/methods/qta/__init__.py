@@ -53,26 +53,30 @@ def _build(trained: bool):
     return build
 
 
-def _build_synthetic(ctx: BuildContext):
-    """``qta-syn``: on a benchmark of ``qta.synthetic.runs`` (or a fold of one), the adapter trained on its
-    synthetic training catalog (frozen); on that training catalog itself, the rewriter ``fit`` trains."""
+def _build_synthetic(larger: bool):
+    def build(ctx: BuildContext):
+        """``qta-syn`` (``qta-syn-large``: the larger rewriter of ``qta.synthetic.larger``, adapters in ``qta-large``):
+        on a benchmark of ``qta.synthetic.runs`` (or a fold of one), the adapter trained on its synthetic training
+        catalog (frozen); on that training catalog itself, the rewriter ``fit`` trains."""
 
-    section = ctx.params.qta
-    cfg = section.synthetic_config()
-    name = base_dataset(ctx.catalog)
-    benchmark = section.synthetic.benchmark_of(name)
-    training = name if benchmark else section.synthetic.training_catalog(name)
-    if training is None:
-        raise ConfigError(f"qta-syn: dataset {name!r} has no synthetic training catalog (params.yaml "
-                          f"qta.synthetic.runs names {sorted(section.synthetic.runs) or 'none'})")
-    docs = cfg.docs_for(benchmark or name)
-    models = ctx.artifact_dir("models").parent / training / "qta"
-    preferences = generator_artifact_dir(ctx.artifact_dir(ARTIFACTS).parent / training, cfg.llm_model,
-                                         DEFAULT_LLM) / "preferences.jsonl"
-    adapter_root = Path(ctx.model) if (benchmark and ctx.model) else models
-    return QTARewriter(cfg, documents=ctx.catalog.docs(docs), tool_ids=ctx.catalog.tool_ids,
-                       adapter_root=adapter_root, preferences=preferences, docs=docs,
-                       dense_config=ctx.params.dense, frozen=not benchmark)
+        section = ctx.params.qta
+        cfg = section.larger_config() if larger else section.synthetic_config()
+        name = base_dataset(ctx.catalog)
+        benchmark = section.synthetic.benchmark_of(name)
+        training = name if benchmark else section.synthetic.training_catalog(name)
+        if training is None:
+            raise ConfigError(f"qta-syn: dataset {name!r} has no synthetic training catalog (params.yaml "
+                              f"qta.synthetic.runs names {sorted(section.synthetic.runs) or 'none'})")
+        docs = cfg.docs_for(benchmark or name)
+        models = ctx.artifact_dir("models").parent / training / ("qta-large" if larger else "qta")
+        preferences = generator_artifact_dir(ctx.artifact_dir(ARTIFACTS).parent / training, cfg.llm_model,
+                                             DEFAULT_LLM) / "preferences.jsonl"
+        adapter_root = Path(ctx.model) if (benchmark and ctx.model) else models
+        return QTARewriter(cfg, documents=ctx.catalog.docs(docs), tool_ids=ctx.catalog.tool_ids,
+                           adapter_root=adapter_root, preferences=preferences, docs=docs,
+                           dense_config=ctx.params.dense, frozen=not benchmark)
+
+    return build
 
 
 def _build_synthetic_ft(ctx: BuildContext):
@@ -126,9 +130,11 @@ METHOD = register_method(Method(
         Component("qta-base", "rewriter", _build(False), loads("toolret.methods.qta.components:QTARewriter"), ("qta", "dense"),
                   "QTA's prompt on the untrained LLM (zero-shot); its fit samples the DPO preference data",
                   trains=True),
-        Component("qta-syn", "rewriter", _build_synthetic, loads("toolret.methods.qta.components:QTARewriter"),
+        Component("qta-syn", "rewriter", _build_synthetic(False), loads("toolret.methods.qta.components:QTARewriter"),
                   ("qta", "dense"), "QTA's rewriter trained by DPO on a synthetic training catalog of the "
                   "benchmark's tools (LLM-written requests, no labelled query)"),
+        Component("qta-syn-large", "rewriter", _build_synthetic(True), loads("toolret.methods.qta.components:QTARewriter"),
+                  ("qta", "dense"), "qta-syn with the larger rewriter of qta.synthetic.larger (its own samples)"),
         Component("qta-syn-ft", "rewriter", _build_synthetic_ft, loads("toolret.methods.qta.components:QTARewriter"),
                   ("qta", "dense"), "qta-syn's rewriter trained further by DPO on the fold's labelled queries",
                   trains=True),
@@ -136,6 +142,8 @@ METHOD = register_method(Method(
     pipelines=(NamedPipeline("qta", "qta-rewriter+dense", "QTA (trained rewriter over frozen dense)"),
                NamedPipeline("qta-zs", "qta-base+dense", "QTA prompt, untrained LLM, over frozen dense"),
                NamedPipeline("qta-syn", "qta-syn+dense", "QTA trained on synthetic requests, over frozen dense"),
+               NamedPipeline("qta-syn-large", "qta-syn-large+dense",
+                             "QTA trained on synthetic requests with the larger rewriter, over frozen dense"),
                NamedPipeline("qta-syn-ft", "qta-syn-ft+dense",
                              "QTA trained on synthetic requests, then on the fold's labelled ones, over frozen dense")),
     stages=(
@@ -189,6 +197,30 @@ METHOD = register_method(Method(
             params=("qta", "dense", "catalog", "evaluation"),
             outs=("data/runs/${key}/qta-synthetic", *in_git("data/qta/${item.catalog}/${key}.test-rewrites.jsonl",
                                                             "data/qta/${item.catalog}/${key}.test-rewrites.meta.json")),
+        ),
+        StageTemplate(
+            name="qta_synthetic_large", order=46, costly=True, trains=True, foreach="${qta.synthetic.runs}",
+            desc="QTA on synthetic requests with the larger rewriter (qta.synthetic.larger): its preference samples, "
+                 "committed in shards as they come (data/qta/generations/), and its LoRA adapter, whose DPO "
+                 "checkpoints go to data/qta/<catalog>/<model>/checkpoints/ (a training longer than a session resumes)",
+            cmd="toolret fit --component qta-syn-large --catalog data/curated/${item.catalog} "
+                "--out data/models/${item.catalog}/qta-large --record-generations qta-preferences",
+            entry="toolret.cli:cmd_fit", components=("qta-syn-large+dense",), deps=("data/curated/${item.catalog}",),
+            params=("qta", "dense", "catalog"), keep=_trains_here, only_if="qta.synthetic.larger.set",
+            outs=in_git("data/models/${item.catalog}/qta-large",
+                        "data/qta/${item.catalog}/${qta.synthetic.larger.set.llm_model}/preferences.jsonl",
+                        "data/qta/${item.catalog}/${qta.synthetic.larger.set.llm_model}/preferences.meta.json"),
+        ),
+        StageTemplate(
+            name="qta_synthetic_large_evaluate", order=65, foreach="${qta.synthetic.runs}",
+            desc="qta.synthetic.larger.grid (dense, the 0.5B and the larger synthetic rewriter) on every test query of "
+                 "the benchmark, paired tests vs dense",
+            cmd="toolret evaluate-grid --catalog data/curated/${key} --grid qta.synthetic.larger.grid --docs ${item.docs} "
+                "--out data/runs/${key}/qta-synthetic-large",
+            entry="toolret.cli:cmd_evaluate_grid", components=("qta-syn-large", "qta-syn", "dense"),
+            deps=("data/curated/${key}", "data/models/${item.catalog}/qta-large", "data/models/${item.catalog}/qta"),
+            params=("qta", "dense", "catalog", "evaluation"), only_if="qta.synthetic.larger.grid",
+            outs=("data/runs/${key}/qta-synthetic-large",),
         ),
         StageTemplate(
             name="qta_synthetic_ft", order=45, costly=True, trains=True, foreach="${qta.runs}",

@@ -181,11 +181,17 @@ class QTASyntheticRun(StrictModel):
     docs: Literal["original", "cleaned", "human"] = "original"
 
 
-class QTASyntheticFinetune(StrictModel):
-    """``params.yaml: qta.synthetic.finetune`` (pipeline ``qta-syn-ft``): the synthetic adapter trained further, by
-    DPO on each ``qta.runs`` fold's labelled preference pairs (a new LoRA on top of it: policy and reference start
-    from the synthetic rewriter). ``set``: its QTA settings that differ from ``qta``'s (the fold adapters'), chosen
-    on the selection run; ``grid``: evaluated on each fold's test queries (paired tests against dense)."""
+class QTAVariant(StrictModel):
+    """A variant of the synthetic rewriter with its own stages: ``set``, its QTA settings that differ from those it
+    starts from; ``grid``, what its evaluation stage runs (paired tests against dense on the same queries).
+
+    - ``qta.synthetic.finetune`` (pipeline ``qta-syn-ft``): the synthetic adapter trained further by DPO on each
+      ``qta.runs`` fold's labelled preference pairs (a new LoRA on top of it: policy and reference start from the
+      synthetic rewriter); ``set`` over ``qta``'s (the fold adapters'); its grid runs on each fold's test queries.
+    - ``qta.synthetic.larger`` (pipeline ``qta-syn-large``): the synthetic training again with a larger rewriter
+      (``set: {llm_model: ...}`` over ``qta.synthetic.set``), its own preference samples (committed in shards as they
+      come) and adapter; its grid runs on each benchmark's test queries.
+    """
 
     set: dict[str, object] = Field(default_factory=dict)
     grid: dict[str, GridVariant] = Field(default_factory=dict)
@@ -197,12 +203,13 @@ class QTASynthetic(StrictModel):
     ``set``: the QTA settings of the synthetic adapter that differ from ``qta``'s (``m``: preference rounds per
     request; ``train_m`` follows it), chosen on the training catalog's dev split; ``grid``: evaluated on each
     benchmark of ``runs`` (paired tests against dense on the same queries); ``finetune``: the synthetic adapter
-    trained further on a fold's labelled queries."""
+    trained further on a fold's labelled queries; ``larger``: the same training with a larger rewriter."""
 
     runs: dict[str, QTASyntheticRun] = Field(default_factory=dict)
     set: dict[str, object] = Field(default_factory=dict)
     grid: dict[str, GridVariant] = Field(default_factory=dict)
-    finetune: QTASyntheticFinetune = Field(default_factory=QTASyntheticFinetune)
+    finetune: QTAVariant = Field(default_factory=QTAVariant)
+    larger: QTAVariant = Field(default_factory=QTAVariant)
 
     def training_catalog(self, dataset: str) -> str | None:
         run = self.runs.get(dataset)
@@ -229,6 +236,10 @@ class QTASection(QTAConfig, ComponentSection):
         """The settings of the synthetic adapter's fine-tuning on a fold: ``qta``'s, with ``qta.synthetic.finetune.set``."""
         return self._config_with(self.synthetic.finetune.set, "qta.synthetic.finetune.set")
 
+    def larger_config(self) -> QTAConfig:
+        """The settings of the larger synthetic rewriter: the synthetic adapter's, with ``qta.synthetic.larger.set``."""
+        return self._config_with({**self.synthetic.set, **self.synthetic.larger.set}, "qta.synthetic.larger.set")
+
     def _config_with(self, changes: dict[str, object], where: str) -> QTAConfig:
         update = dict(changes)
         if "m" in update and "train_m" not in update:
@@ -247,4 +258,5 @@ class QTASection(QTAConfig, ComponentSection):
             raise ValueError(f"qta.runs keys must name the catalog they run on: {bad}")
         self.synthetic_config()  # a bad qta.synthetic.set key fails when params load, naming it
         self.finetune_config()
+        self.larger_config()
         return self
