@@ -13,7 +13,10 @@ Its :data:`METHOD` (see :mod:`toolret.registry`) holds:
 - the report ``toolret report-ablations --method qta`` (per-fold table, mean over folds, paper numbers);
 - synthetic requests (``qta.synthetic``): component and pipeline ``qta-syn``, the rewriter trained on a
   benchmark's synthetic training catalog (no labelled query read), stages ``qta_synthetic`` (preference
-  data + adapter on the training catalog) and ``qta_synthetic_evaluate`` (its grid on the benchmark).
+  data + adapter on the training catalog) and ``qta_synthetic_evaluate`` (its grid on the benchmark); ``qta-syn-ft``
+  (``qta.synthetic.finetune``: that adapter trained further on a fold's labelled pairs, stages ``qta_synthetic_ft``
+  / ``qta_synthetic_ft_evaluate`` per ``qta.runs`` fold) and ``qta-syn-large`` (``qta.synthetic.larger``: the
+  synthetic training with a larger rewriter, stages ``qta_synthetic_large`` / ``qta_synthetic_large_evaluate``).
 
 Importing this package is cheap (no torch / transformers / trl): the heavy parts load on use.
 """
