@@ -130,7 +130,8 @@ def test_paper_job_retrains_exactly_the_training_stages() -> None:
     date for DVC, so without --force the paper protocol would retrain none of them."""
     items = load_stage_items(REPO)
     trains = {i.name.split("@")[0] for i in items if i.trains}
-    assert trains == {"finetune", "colt", "toolrerank_train", "qta_adapter", "qta_synthetic"}
+    assert trains == {"finetune", "colt", "toolrerank_train", "qta_adapter", "qta_synthetic", "qta_syn_ft",
+                      "qta_syn_large"}
     defs = build_definitions(REPO)
     ops = (defs.resolve_job_def(ALL_JOB).run_config or {}).get("ops", {})  # the job's default run config
     assert set(ops) == {op_name_for(i.name) for i in items if i.trains}

@@ -7,7 +7,7 @@ from toolret.config import load_params
 from toolret.registry import component, components
 from toolret.stages import ROOT
 
-LEARNERS = {"dense-ft", "hybrid-ft", "colt", "qta-rewriter", "qta-base", "toolrerank-ce", "ce-top10", "ce-top30", "ce-top50"}
+LEARNERS = {"dense-ft", "hybrid-ft", "colt", "qta-rewriter", "qta-base", "qta-syn-ft", "toolrerank-ce", "ce-top10", "ce-top30", "ce-top50"}
 
 
 def test_trains_is_set_on_every_learning_component_and_only_there():

@@ -60,11 +60,11 @@ def test_its_stages_run_on_the_folds_of_benchmarks_with_a_synthetic_catalog_only
     from toolret.stages import render_dvc_yaml
 
     stages = yaml.safe_load(render_dvc_yaml(_params()))["stages"]
-    for name in ("qta_synthetic_ft", "qta_synthetic_ft_evaluate"):
+    for name in ("qta_syn_ft", "qta_syn_ft_evaluate"):
         assert list(stages[name]["foreach"]) == ["bench-fold0of9"], name  # not plain's fold
         assert "data/models/bench-synthetic/qta" in stages[name]["do"]["deps"], name  # what it trains on top of
-    assert stages["qta_synthetic_ft"]["do"]["outs"] == [{"data/models/${key}/qta-syn-ft": {"cache": False}}]
-    assert "--grid qta.synthetic.finetune.grid" in stages["qta_synthetic_ft_evaluate"]["do"]["cmd"]
+    assert stages["qta_syn_ft"]["do"]["outs"] == [{"data/models/${key}/qta-syn-ft": {"cache": False}}]
+    assert "--grid qta.synthetic.finetune.grid" in stages["qta_syn_ft_evaluate"]["do"]["cmd"]
 
 
 @pytest.mark.slow
@@ -146,7 +146,7 @@ def test_qta_syn_large_is_the_synthetic_training_again_with_the_larger_rewriter(
 
     monkeypatch.setenv("TOOLRET_PROJECT_DIR", str(tmp_path))
     plain = _params()
-    assert "qta_synthetic_large" not in yaml.safe_load(render_dvc_yaml(plain))["stages"]  # no larger rewriter named
+    assert "qta_syn_large" not in yaml.safe_load(render_dvc_yaml(plain))["stages"]  # no larger rewriter named
     params = validate_params({"qta": {**plain.qta.model_dump(), "synthetic": {
         **plain.qta.synthetic.model_dump(), "larger": {"set": {"llm_model": "big-llm"},
                                                        "grid": {"dense": {"method": "dense"}}}}}})
@@ -163,8 +163,8 @@ def test_qta_syn_large_is_the_synthetic_training_again_with_the_larger_rewriter(
     assert small.config.llm_model != "big-llm" and rel(small.adapter_root) == "data/models/bench-synthetic/qta"
 
     stages = yaml.safe_load(render_dvc_yaml(params))["stages"]
-    train = stages["qta_synthetic_large"]["do"]
+    train = stages["qta_syn_large"]["do"]
     assert "--record-generations qta-preferences" in train["cmd"]  # its samples are committed as they come
     assert {"data/qta/${item.catalog}/${qta.synthetic.larger.set.llm_model}/preferences.jsonl": {"cache": False}} \
         in train["outs"]
-    assert "data/models/${item.catalog}/qta-large" in stages["qta_synthetic_large_evaluate"]["do"]["deps"]
+    assert "data/models/${item.catalog}/qta-large" in stages["qta_syn_large_evaluate"]["do"]["deps"]

@@ -14,9 +14,9 @@ Its :data:`METHOD` (see :mod:`toolret.registry`) holds:
 - synthetic requests (``qta.synthetic``): component and pipeline ``qta-syn``, the rewriter trained on a
   benchmark's synthetic training catalog (no labelled query read), stages ``qta_synthetic`` (preference
   data + adapter on the training catalog) and ``qta_synthetic_evaluate`` (its grid on the benchmark); ``qta-syn-ft``
-  (``qta.synthetic.finetune``: that adapter trained further on a fold's labelled pairs, stages ``qta_synthetic_ft``
-  / ``qta_synthetic_ft_evaluate`` per ``qta.runs`` fold) and ``qta-syn-large`` (``qta.synthetic.larger``: the
-  synthetic training with a larger rewriter, stages ``qta_synthetic_large`` / ``qta_synthetic_large_evaluate``).
+  (``qta.synthetic.finetune``: that adapter trained further on a fold's labelled pairs, stages ``qta_syn_ft``
+  / ``qta_syn_ft_evaluate`` per ``qta.runs`` fold) and ``qta-syn-large`` (``qta.synthetic.larger``: the
+  synthetic training with a larger rewriter, stages ``qta_syn_large`` / ``qta_syn_large_evaluate``).
 
 Importing this package is cheap (no torch / transformers / trl): the heavy parts load on use.
 """
@@ -202,7 +202,7 @@ METHOD = register_method(Method(
                                                             "data/qta/${item.catalog}/${key}.test-rewrites.meta.json")),
         ),
         StageTemplate(
-            name="qta_synthetic_large", order=46, costly=True, trains=True, foreach="${qta.synthetic.runs}",
+            name="qta_syn_large", order=46, costly=True, trains=True, foreach="${qta.synthetic.runs}",
             desc="QTA on synthetic requests with the larger rewriter (qta.synthetic.larger): its preference samples, "
                  "committed in shards as they come (data/qta/generations/), and its LoRA adapter, whose DPO "
                  "checkpoints go to data/qta/<catalog>/<model>/checkpoints/ (a training longer than a session resumes)",
@@ -215,7 +215,7 @@ METHOD = register_method(Method(
                         "data/qta/${item.catalog}/${qta.synthetic.larger.set.llm_model}/preferences.meta.json"),
         ),
         StageTemplate(
-            name="qta_synthetic_large_evaluate", order=65, foreach="${qta.synthetic.runs}",
+            name="qta_syn_large_evaluate", order=65, foreach="${qta.synthetic.runs}",
             desc="qta.synthetic.larger.grid (dense, the 0.5B and the larger synthetic rewriter) on every test query of "
                  "the benchmark, paired tests vs dense",
             cmd="toolret evaluate-grid --catalog data/curated/${key} --grid qta.synthetic.larger.grid --docs ${item.docs} "
@@ -226,7 +226,7 @@ METHOD = register_method(Method(
             outs=("data/runs/${key}/qta-synthetic-large",),
         ),
         StageTemplate(
-            name="qta_synthetic_ft", order=45, costly=True, trains=True, foreach="${qta.runs}",
+            name="qta_syn_ft", order=45, costly=True, trains=True, foreach="${qta.runs}",
             desc="QTA's synthetic adapter trained further by DPO on the fold's labelled preference pairs (a LoRA "
                  "adapter on top of it)",
             cmd=f"toolret fit --component qta-syn-ft {_RUN} --out data/models/${{key}}/qta-syn-ft",
@@ -236,7 +236,7 @@ METHOD = register_method(Method(
             outs=in_git("data/models/${key}/qta-syn-ft"),
         ),
         StageTemplate(
-            name="qta_synthetic_ft_evaluate", order=64, foreach="${qta.runs}",
+            name="qta_syn_ft_evaluate", order=64, foreach="${qta.runs}",
             desc="qta.synthetic.finetune.grid (dense, the synthetic rewriter, it fine-tuned on the fold) on the "
                  "fold's test queries, paired tests vs dense",
             cmd=f"toolret evaluate-grid {_RUN} --grid qta.synthetic.finetune.grid --docs ${{item.docs}} "
