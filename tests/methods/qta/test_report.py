@@ -111,3 +111,37 @@ def test_the_finetune_section_pools_its_grid_over_the_runs_not_used_for_selectio
     assert "3 epochs" in text and "left out: b-fold0of9" in text
     assert "| ft | dense | 3 | 0.667 | 0.333 | +0.333 |" in text
     assert finetune_sections(runs, params.qta, ["b-fold2of9"]) == ([], {})  # nothing evaluated: no section
+
+
+def test_the_larger_section_reads_the_larger_rewriters_own_preference_data_and_test_rewrites(tmp_path, monkeypatch):
+    from toolret.config import validate_params
+    from toolret.methods.qta.report import LARGER_GRID, larger_sections
+
+    monkeypatch.setenv("TOOLRET_PROJECT_DIR", str(tmp_path))
+    params = validate_params({"qta": {"synthetic": {
+        "runs": {"bench": {"catalog": "bench-syn"}, "other": {"catalog": "bench-syn"}}, "set": {"m": 1},
+        "larger": {"set": {"llm_model": "qwen2.5-coder-1.5b-instruct"}}}}})
+    assert larger_sections(tmp_path / "runs", params.qta) == ([], {})  # nothing evaluated yet: no section
+    rows = {"dense": {"metrics": {"comp@5": 0.2, "comp@10": 0.4, "ndcg@5": 0.5}, "ci95": {}},
+            "large": {"metrics": {"comp@5": 0.25, "comp@10": 0.5, "ndcg@5": 0.6}, "ci95": {}, "baseline": "dense",
+                      "vs_baseline": {"comp@5": {"p_value": 0.04}},
+                      "components": {"qta-syn-large": {"copies_query": 1, "rewritten_queries": 2}}}}
+    _grid(tmp_path / "runs" / "bench" / LARGER_GRID, {"dense": {"q1": 0.0}, "large": {"q1": 1.0}}, {})
+    (tmp_path / "runs" / "bench" / LARGER_GRID / "summary.json").write_text(json.dumps({"variants": rows}))
+    # the 0.5B's preference data and rewrites sit one folder up: the section must not read them
+    small = tmp_path / "data" / "qta" / "bench-syn"
+    own = small / "qwen2.5-coder-1.5b-instruct"
+    own.mkdir(parents=True)
+    (small / "preferences.meta.json").write_text(json.dumps({"counts": {"records": 9, "pairs": 9, "ties": 0}}))
+    (own / "preferences.meta.json").write_text(json.dumps({"counts": {"records": 433, "pairs": 150, "ties": 283}}))
+    (small / "bench.test-rewrites.jsonl").write_text(json.dumps(
+        {"query_id": "q1", "text": "Movies of 1999", "rewrite": "movies", "fallback": False}) + "\n")
+    (own / "bench.test-rewrites.jsonl").write_text(json.dumps(
+        {"query_id": "q1", "text": "Movies of 1999", "rewrite": "search movies of 1999", "fallback": False}) + "\n")
+    lines, data = larger_sections(tmp_path / "runs", params.qta)
+    text = "\n".join(lines)
+    assert "### bench (trained on bench-syn, qwen2.5-coder-1.5b-instruct)" in text and "### other" not in text
+    assert "433 rounds, 150 pairs" in text and "9 rounds" not in text
+    assert "| Movies of 1999 | search movies of 1999 | 1999 | - |" in text and "kept 1 of 1, dropped 0" in text
+    assert "| large |" in text and "+0.050 | 0.040 |" in text and "1 / 2" in text
+    assert data["synthetic_larger"]["bench"]["changes"]["counts"]["kept"] == 1

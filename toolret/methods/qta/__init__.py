@@ -219,11 +219,15 @@ METHOD = register_method(Method(
             desc="qta.synthetic.larger.grid (dense, the 0.5B and the larger synthetic rewriter) on every test query of "
                  "the benchmark, paired tests vs dense",
             cmd="toolret evaluate-grid --catalog data/curated/${key} --grid qta.synthetic.larger.grid --docs ${item.docs} "
-                "--out data/runs/${key}/qta-synthetic-large",
+                "--out data/runs/${key}/qta-synthetic-large && toolret rewrite --component qta-syn-large "
+                "--catalog data/curated/${key} --split test "
+                "--out data/qta/${item.catalog}/${qta.synthetic.larger.set.llm_model}/${key}.test-rewrites.jsonl",
             entry="toolret.cli:cmd_evaluate_grid", components=("qta-syn-large", "qta-syn", "dense"),
             deps=("data/curated/${key}", "data/models/${item.catalog}/qta-large", "data/models/${item.catalog}/qta"),
             params=("qta", "dense", "catalog", "evaluation"), only_if="qta.synthetic.larger.grid",
-            outs=("data/runs/${key}/qta-synthetic-large",),
+            outs=("data/runs/${key}/qta-synthetic-large",
+                  *in_git("data/qta/${item.catalog}/${qta.synthetic.larger.set.llm_model}/${key}.test-rewrites.jsonl",
+                          "data/qta/${item.catalog}/${qta.synthetic.larger.set.llm_model}/${key}.test-rewrites.meta.json")),
         ),
         StageTemplate(
             name="qta_syn_ft", order=45, costly=True, trains=True, foreach="${qta.runs}",

@@ -154,10 +154,12 @@ def write_report(runs: Path, datasets: Sequence[str], out: Path, *, params, note
             "CIs per fold: percentile bootstrap over that fold's test queries; p: paired randomization test against "
             "dense on the same queries. Paper: QTA Table 2 (Mistral-7B, m = 100, 3 epochs).", ""]
     synthetic_lines, data_synthetic = synthetic_sections(runs, section)
+    larger_lines, data_larger = larger_sections(runs, section)
     finetune_lines, data_finetune = finetune_sections(runs, section, datasets)
-    body = "\n".join(head + mean_lines + [""] + pooled_lines + [""] + synthetic_lines + finetune_lines
+    body = "\n".join(head + mean_lines + [""] + pooled_lines + [""] + synthetic_lines + larger_lines + finetune_lines
                      + ["## Per run", ""] + sections)
-    return write_report_file(out, body, {**data, **data_pooled, **data_synthetic, **data_finetune}, notes)
+    return write_report_file(out, body, {**data, **data_pooled, **data_synthetic, **data_larger, **data_finetune},
+                             notes)
 
 
 def pooled_table(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -195,6 +197,35 @@ def finetune_sections(runs: Path, section, members: Sequence[str]) -> tuple[list
         lines += sec
         data["runs"][run] = d
     return lines, {"synthetic_finetune": data}
+
+
+LARGER_GRID = "qta-synthetic-large"  # <runs>/<benchmark>/qta-synthetic-large: qta.synthetic.larger.grid
+
+
+def larger_sections(runs: Path, section) -> tuple[list[str], dict[str, Any]]:
+    """``qta.synthetic.larger``: per benchmark, its grid on every test query (``<runs>/<benchmark>/<LARGER_GRID>``)
+    with the larger rewriter's preference data (``data/qta/<catalog>/<model>/``), adapter and test rewrites."""
+
+    cfg = section.larger_config()
+    lines, data = [], {}
+    for bench, run in section.synthetic.runs.items():
+        grid = runs / bench / LARGER_GRID
+        if not (grid / "summary.json").is_file():
+            continue
+        own = data_dir() / "qta" / run.catalog / cfg.llm_model
+        sec, d = grid_section(f"### {bench} (trained on {run.catalog}, {cfg.llm_model})", grid, own,
+                              data_dir() / "models" / run.catalog / "qta-large")
+        changes, d["changes"] = change_section(own / f"{bench}.test-rewrites.jsonl")
+        lines += sec + changes
+        data[bench] = d
+    if not lines:
+        return [], {}
+    head = ["## A larger rewriter, trained on the same synthetic requests", "",
+            f"`qta-syn-large`: the synthetic training above with `{cfg.llm_model}` as the rewriter (its own preference "
+            f"samples and LoRA adapter; `params.yaml: qta.synthetic.larger`); m = {cfg.m}, pair rule {cfg.pair_rule}, "
+            f"{cfg.epochs:g} epochs{', bf16 autocast' if cfg.bf16 else ''}. Every test query counts (no benchmark "
+            "query is read before the test); p: paired randomization test against dense on the same queries.", ""]
+    return head + lines, {"synthetic_larger": data}
 
 
 def change_section(rewrites: Path, sample: int = 8) -> tuple[list[str], dict[str, Any] | None]:
@@ -246,5 +277,5 @@ def synthetic_sections(runs: Path, section) -> tuple[list[str], dict[str, Any]]:
     return head + lines, {"synthetic": data}
 
 
-__all__ = ["FINETUNE_GRID", "change_section", "finetune_sections", "grid_section", "pooled_rows", "pooled_table",
-           "run_section", "synthetic_sections", "write_report"]
+__all__ = ["FINETUNE_GRID", "LARGER_GRID", "change_section", "finetune_sections", "grid_section", "larger_sections",
+           "pooled_rows", "pooled_table", "run_section", "synthetic_sections", "write_report"]
