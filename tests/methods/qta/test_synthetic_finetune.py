@@ -161,6 +161,8 @@ def test_qta_syn_large_is_the_synthetic_training_again_with_the_larger_rewriter(
     assert on_bench.frozen and on_bench.adapter_dir() == training.adapter_dir()
     small = build_component("qta-syn", BuildContext(_catalog("bench"), params))
     assert small.config.llm_model != "big-llm" and rel(small.adapter_root) == "data/models/bench-synthetic/qta"
+    with pytest.raises(ConfigError, match=r"qta-syn-large: dataset 'other'.*names \['bench'\]"):
+        build_component("qta-syn-large", BuildContext(_catalog("other"), params))
 
     stages = yaml.safe_load(render_dvc_yaml(params))["stages"]
     train = stages["qta_syn_large"]["do"]
@@ -168,3 +170,7 @@ def test_qta_syn_large_is_the_synthetic_training_again_with_the_larger_rewriter(
     assert {"data/qta/${item.catalog}/${qta.synthetic.larger.set.llm_model}/preferences.jsonl": {"cache": False}} \
         in train["outs"]
     assert "data/models/${item.catalog}/qta-large" in stages["qta_syn_large_evaluate"]["do"]["deps"]
+    evaluate = stages["qta_syn_large_evaluate"]["do"]  # and its test rewrites, beside its own preference data
+    assert "toolret rewrite --component qta-syn-large" in evaluate["cmd"]
+    assert {"data/qta/${item.catalog}/${qta.synthetic.larger.set.llm_model}/${key}.test-rewrites.jsonl":
+            {"cache": False}} in evaluate["outs"]

@@ -66,10 +66,7 @@ def _build_synthetic(larger: bool):
         cfg = section.larger_config() if larger else section.synthetic_config()
         name = base_dataset(ctx.catalog)
         benchmark = section.synthetic.benchmark_of(name)
-        training = name if benchmark else section.synthetic.training_catalog(name)
-        if training is None:
-            raise ConfigError(f"qta-syn: dataset {name!r} has no synthetic training catalog (params.yaml "
-                              f"qta.synthetic.runs names {sorted(section.synthetic.runs) or 'none'})")
+        training = name if benchmark else _training_catalog(section, name, "qta-syn-large" if larger else "qta-syn")
         docs = cfg.docs_for(benchmark or name)
         models = ctx.artifact_dir("models").parent / training / ("qta-large" if larger else "qta")
         preferences = generator_artifact_dir(ctx.artifact_dir(ARTIFACTS).parent / training, cfg.llm_model,
@@ -82,6 +79,19 @@ def _build_synthetic(larger: bool):
     return build
 
 
+def _training_catalog(section: QTASection, name: str, component: str) -> str:
+    """The synthetic training catalog of benchmark ``name`` (what ``component`` is trained on).
+
+    Raises:
+        ConfigError: ``name`` has none (naming the component, the dataset and the benchmarks that have one).
+    """
+    training = section.synthetic.training_catalog(name)
+    if training is None:
+        raise ConfigError(f"{component}: dataset {name!r} has no synthetic training catalog (params.yaml "
+                          f"qta.synthetic.runs names {sorted(section.synthetic.runs) or 'none'})")
+    return training
+
+
 def _build_synthetic_ft(ctx: BuildContext):
     """``qta-syn-ft``: on a fold of a benchmark of ``qta.synthetic.runs``, a LoRA adapter trained by DPO on the
     fold's labelled preference pairs (``qta``'s data) on top of the benchmark's synthetic adapter
@@ -90,10 +100,7 @@ def _build_synthetic_ft(ctx: BuildContext):
     section = ctx.params.qta
     cfg = section.finetune_config()
     name = base_dataset(ctx.catalog)
-    training = section.synthetic.training_catalog(name)
-    if training is None:
-        raise ConfigError(f"qta-syn-ft: dataset {name!r} has no synthetic training catalog (params.yaml "
-                          f"qta.synthetic.runs names {sorted(section.synthetic.runs) or 'none'})")
+    training = _training_catalog(section, name, "qta-syn-ft")
     docs = cfg.docs_for(name)
     synthetic = section.synthetic_config()
     init = ctx.artifact_dir("models").parent / training / "qta" / synthetic.adapter_name()
