@@ -172,5 +172,6 @@ def test_qta_syn_large_is_the_synthetic_training_again_with_the_larger_rewriter(
     assert "data/models/${item.catalog}/qta-large" in stages["qta_syn_large_evaluate"]["do"]["deps"]
     evaluate = stages["qta_syn_large_evaluate"]["do"]  # and its test rewrites, beside its own preference data
     assert "toolret rewrite --component qta-syn-large" in evaluate["cmd"]
+    assert "--record-generations qta-rewrites" in evaluate["cmd"]  # a clone's rerun reads its rewrites from git
     assert {"data/qta/${item.catalog}/${qta.synthetic.larger.set.llm_model}/${key}.test-rewrites.jsonl":
             {"cache": False}} in evaluate["outs"]
