@@ -226,8 +226,8 @@ METHOD = register_method(Method(
             desc="qta.synthetic.larger.grid (dense, the 0.5B and the larger synthetic rewriter) on every test query of "
                  "the benchmark, paired tests vs dense",
             cmd="toolret evaluate-grid --catalog data/curated/${key} --grid qta.synthetic.larger.grid --docs ${item.docs} "
-                "--out data/runs/${key}/qta-synthetic-large --record-generations qta-rewrites && toolret rewrite --component qta-syn-large "
-                "--catalog data/curated/${key} --split test "
+                "--out data/runs/${key}/qta-synthetic-large --record-generations qta-rewrites "
+                "&& toolret rewrite --component qta-syn-large --catalog data/curated/${key} --split test "
                 "--out data/qta/${item.catalog}/${qta.synthetic.larger.set.llm_model}/${key}.test-rewrites.jsonl",
             entry="toolret.cli:cmd_evaluate_grid", components=("qta-syn-large", "qta-syn", "dense"),
             deps=("data/curated/${key}", "data/models/${item.catalog}/qta-large", "data/models/${item.catalog}/qta"),
