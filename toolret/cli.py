@@ -369,7 +369,7 @@ def cmd_evaluate_grid(args: argparse.Namespace) -> None:
             pipeline.fit(catalog)  # learns what is absent (as `index` and `evaluate` do); no-op where stored
             pipeline.index(Corpus.from_catalog(catalog, args.docs))
             result, rows = _evaluate(pipeline, catalog, p, method=f"{variant.method}[{name}]", docs=args.docs,
-                                     spec=specs[name], output=tmp / f"{name}.json")
+                                     split=args.split, spec=specs[name], output=tmp / f"{name}.json")
             result["grid"] = {"name": name, **variant.model_dump()}
             write_result(result, rows, tmp / f"{name}.json", run_info_to=out / f"{name}.json")
             results[name] = (result, rows)
@@ -733,6 +733,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--catalog", required=True)
     g.add_argument("--grid", required=True, help="params key of the grid, e.g. reinvoke.ablations")
     g.add_argument("--docs", default="original")
+    g.add_argument("--split", default="test", help="the judged split evaluated (dev: a choice made before test)")
     g.add_argument("--out", required=True)
     record_option(g)
     overrides(g)

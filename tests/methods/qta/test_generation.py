@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from toolret.llm.base import sha256_text
 from toolret.methods.qta.generation import parse_rewrite, rewrite_prompt, sample_tools
 
 pytestmark = pytest.mark.integration  # one test imports the package in a subprocess
@@ -94,3 +95,30 @@ def test_a_rewriter_answers_from_shards_named_by_its_adapter_outside_data_genera
         f"{cfg.llm_model}_qta-lora-{adapter_sha(a)}"
     assert tuned.store_dir() != other.store_dir() and base.store_dir().name == cfg.llm_model
     assert tuned.store_model() == f"{cfg.llm_model}+qta-lora-{adapter_sha(a)}"
+
+
+def test_sampled_rewrites_have_their_own_tool_samples_and_come_back_from_the_cache(tmp_path, monkeypatch, tiny_lm):
+    """``rewrites: 3``: two rewrites sampled per query beside the greedy one, each prompted with its own seeded
+    T_sub; a second rewriter on the same cache generates nothing, and a saved rewriter serves them without an LLM."""
+    from toolret.methods.qta.components import QTARewriter
+    from toolret.methods.qta.config import QTAConfig
+
+    monkeypatch.setenv("TOOLRET_PROJECT_DIR", str(tmp_path))
+    docs = [f"tool {i}: get the {w} of a city" for i, w in enumerate(["weather", "time", "news", "map", "hotels",
+                                                                      "flights", "events", "traffic"])]
+    cfg = QTAConfig(s=3, doc_chars=60, max_new_tokens=8, rewrites=3, search="query_and_rewrite",
+                    llm_model=str(tiny_lm), llm_batch_size=4, llm_num_threads=1, cache_dir=str(tmp_path / "cache"))
+    queries = ["weather in rome", "news of paris"]
+    rw = QTARewriter(cfg, documents=docs, tool_ids=[str(i) for i in range(len(docs))])
+    groups = rw.rewrite(queries)
+    recs = rw.outputs_for(queries)
+    for q, rec, group in zip(queries, recs, groups):
+        assert len(rec["samples"]) == 2 and group[0] == q
+        assert [s["tools"] for s in rec["samples"]] == [sample_tools(len(docs), 3, 0, "inference",
+                                                                     sha256_text(q), j) for j in (1, 2)]
+        assert set(group) == {q, rec["rewrite"], *(s["rewrite"] for s in rec["samples"])}
+    assert rw.stats["sampled_rewrites"] == 4
+    again = QTARewriter(cfg, documents=docs, tool_ids=[str(i) for i in range(len(docs))])
+    assert again.rewrite(queries) == groups and again.llm.stats["generated"] == 0
+    rw.save(tmp_path / "saved")
+    assert QTARewriter.load(tmp_path / "saved").rewrite(queries) == groups

@@ -145,3 +145,29 @@ def test_the_larger_section_reads_the_larger_rewriters_own_preference_data_and_t
     assert "| Movies of 1999 | search movies of 1999 | 1999 | - |" in text and "kept 1 of 1, dropped 0" in text
     assert "| large |" in text and "+0.050 | 0.040 |" in text and "1 / 2" in text
     assert data["synthetic_larger"]["bench"]["changes"]["counts"]["kept"] == 1
+
+
+def test_the_synthetic_section_shows_the_dev_grid_of_each_training_catalog_once(tmp_path, monkeypatch):
+    """The dev table (``<runs>/<training catalog>/qta-synthetic-dev``) where the search settings were chosen: one
+    per training catalog however many benchmarks use it, without repeating its preference data."""
+    from toolret.config import validate_params
+    from toolret.methods.qta.report import synthetic_sections
+
+    monkeypatch.setenv("TOOLRET_PROJECT_DIR", str(tmp_path))
+    params = validate_params({"qta": {"synthetic": {"runs": {"bench": {"catalog": "bench-syn"},
+                                                             "other": {"catalog": "bench-syn"}},
+                                                    "set": {"m": 1}}}})
+    grid = tmp_path / "runs" / "bench-syn" / "qta-synthetic-dev"
+    grid.mkdir(parents=True)
+    rows = {"dense": {"metrics": {"comp@5": 0.567, "comp@10": 0.7, "ndcg@5": 0.64}, "ci95": {}},
+            "r8_w75": {"metrics": {"comp@5": 0.567, "comp@10": 0.72, "ndcg@5": 0.63}, "ci95": {}, "baseline": "dense"},
+            "r4_w25": {"metrics": {"comp@5": 0.481, "comp@10": 0.6, "ndcg@5": 0.59}, "ci95": {}, "baseline": "dense"}}
+    (grid / "summary.json").write_text(json.dumps({"variants": rows}))
+    prefs = tmp_path / "data" / "qta" / "bench-syn"
+    prefs.mkdir(parents=True)
+    (prefs / "preferences.meta.json").write_text(json.dumps({"counts": {"records": 433, "pairs": 120, "ties": 313}}))
+    lines, data = synthetic_sections(tmp_path / "runs", params.qta)
+    text = "\n".join(lines)
+    assert text.count("### bench-syn, dev split") == 1 and "433 rounds" not in text
+    assert "| r4_w25 |" in text and "-0.086" in text and "| r8_w75 |" in text and "+0.000" in text
+    assert data["synthetic"]["dev"]["bench-syn"]["variants"]["r8_w75"]["metrics"]["comp@5"] == 0.567

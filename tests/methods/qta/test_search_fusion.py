@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from toolret.errors import CatalogError
 from toolret.methods.qta.components import QTARewriter
 from toolret.methods.qta.config import QTAConfig
 from toolret.pipeline import Pipeline
@@ -47,3 +50,31 @@ def test_rewrites_that_copy_the_query_are_counted_once_per_query():
     rw.rewrite(["forecast for paris", "hotels in rome"])
     rw.rewrite(["forecast for paris", "flights to oslo"])
     assert rw.stats["copies_query"] == 1 and rw.stats["rewritten_queries"] == 3
+
+
+def test_sampled_rewrites_are_fused_with_the_query_by_their_weights():
+    """``rewrites: 3``: the query (``query_weight`` 0.25) and three rewrites (0.25 each) fused by weighted RRF; a
+    rewrite repeated among the samples is searched once and counts with each slot it fills."""
+    query = "forecast for paris"
+    stored = {query: {"rewrite": "movies by title",
+                      "samples": [{"rewrite": "book flights"}, {"rewrite": "movies by title"}]}}
+    rw = QTARewriter(QTAConfig(search="query_and_rewrite", rewrites=3, query_weight=0.25), outputs=stored)
+    assert rw.rewrite([query]) == [[query, "movies by title", "book flights"]]
+    got = Pipeline(_bm25(), rw).search([query], 4, ["a"])
+    bm25 = _bm25()
+    texts = [query, "movies by title", "book flights", "movies by title"]
+    expected = weighted_rrf([bm25.search([t], 4, ["a"]) for t in texts], [0.25, 0.25, 0.25, 0.25], 4)
+    assert got.ranked_ids(0) == expected.ranked_ids(0)
+    assert got.ranked_ids(0)[0] == "movies"  # a top rank counted twice beats the query's
+    assert list(got.scores[0]) == list(expected.scores[0])
+    alone = QTARewriter(QTAConfig(rewrites=3), outputs=stored)  # search: rewrite -> the rewrites only, 1/3 each
+    assert alone.slot_weights() == [1 / 3] * 3
+    assert Pipeline(_bm25(), alone).search([query], 4, ["a"]).ranked_ids(0)[0] == "movies"
+
+
+def test_one_rewrite_fuses_as_before_and_a_stored_record_without_samples_needs_the_llm():
+    rw = QTARewriter(QTAConfig(search="query_and_rewrite"), outputs={"q": {"rewrite": "r"}})
+    assert rw.slot_weights() == [0.5, 0.5] and rw.rewrite(["q"]) == [["q", "r"]]
+    short = QTARewriter(QTAConfig(search="query_and_rewrite", rewrites=2), outputs={"q": {"rewrite": "r"}})
+    with pytest.raises(CatalogError, match="no stored sampled rewrites for 1 queries"):
+        short.rewrite(["q"])

@@ -118,3 +118,24 @@ def test_a_training_catalog_two_benchmarks_share_is_trained_by_one_stage_only():
     stages = yaml.safe_load(render_dvc_yaml(params))["stages"]
     assert stages["qta_synthetic"]["foreach"] == {"bench": {"catalog": "bench-synthetic", "docs": "human"}}
     assert stages["qta_synthetic_evaluate"]["foreach"] == "${qta.synthetic.runs}"  # both benchmarks evaluated
+
+
+def test_search_settings_are_chosen_on_the_training_catalogs_dev_split_once_per_catalog():
+    """Stage ``qta_syn_dev``: ``qta.synthetic.dev_grid`` on the dev split of each training catalog (with the
+    document variant of the benchmark that trains it), never on a benchmark's test queries; absent without a
+    dev grid."""
+    import yaml
+
+    from toolret.stages import render_dvc_yaml
+
+    runs = {"bench": {"catalog": "bench-synthetic", "docs": "human"}, "other": {"catalog": "bench-synthetic"}}
+    grid = {"dense": {"method": "dense"}, "r4": {"method": "qta-syn", "set": {"qta.rewrites": 4}, "baseline": "dense"}}
+    params = validate_params({"qta": {"synthetic": {"runs": runs, "set": {"m": 1}, "dev_grid": grid}}})
+    dev = yaml.safe_load(render_dvc_yaml(params))["stages"]["qta_syn_dev"]
+    assert dev["foreach"] == {"bench": {"catalog": "bench-synthetic", "docs": "human"}}
+    cmd = dev["do"]["cmd"]
+    assert "--catalog data/curated/${item.catalog} --split dev --grid qta.synthetic.dev_grid" in cmd
+    assert "--record-generations qta-rewrites" in cmd and "data/curated/${key}" not in cmd
+    assert params.qta.synthetic.dev_grid["r4"].set == {"qta.rewrites": 4}
+    without = validate_params({"qta": {"synthetic": {"runs": runs, "set": {"m": 1}}}})
+    assert "qta_syn_dev" not in yaml.safe_load(render_dvc_yaml(without))["stages"]

@@ -16,7 +16,9 @@ Its :data:`METHOD` (see :mod:`toolret.registry`) holds:
   data + adapter on the training catalog) and ``qta_synthetic_evaluate`` (its grid on the benchmark); ``qta-syn-ft``
   (``qta.synthetic.finetune``: that adapter trained further on a fold's labelled pairs, stages ``qta_syn_ft``
   / ``qta_syn_ft_evaluate`` per ``qta.runs`` fold) and ``qta-syn-large`` (``qta.synthetic.larger``: the
-  synthetic training with a larger rewriter, stages ``qta_syn_large`` / ``qta_syn_large_evaluate``).
+  synthetic training with a larger rewriter, stages ``qta_syn_large`` / ``qta_syn_large_evaluate``); stage
+  ``qta_syn_dev`` evaluates ``qta.synthetic.dev_grid`` on the training catalog's dev split, where the synthetic
+  rewriter's search settings (``qta.rewrites`` rewrites fused with the query) are chosen.
 
 Importing this package is cheap (no torch / transformers / trl): the heavy parts load on use.
 """
@@ -200,13 +202,25 @@ METHOD = register_method(Method(
             desc="QTA trained on synthetic requests, evaluated on every test query of the benchmark "
                  "(qta.synthetic.grid, paired tests vs dense), and its test rewrites (what the report's change table reads)",
             cmd="toolret evaluate-grid --catalog data/curated/${key} --grid qta.synthetic.grid --docs ${item.docs} "
-                "--out data/runs/${key}/qta-synthetic && toolret rewrite --component qta-syn --catalog data/curated/${key} "
+                "--out data/runs/${key}/qta-synthetic --record-generations qta-rewrites && toolret rewrite --component qta-syn --catalog data/curated/${key} "
                 "--split test --out data/qta/${item.catalog}/${key}.test-rewrites.jsonl",
             entry="toolret.cli:cmd_evaluate_grid", components=("qta-syn", "dense"),
             deps=("data/curated/${key}", "data/models/${item.catalog}/qta"),
             params=("qta", "dense", "catalog", "evaluation"),
             outs=("data/runs/${key}/qta-synthetic", *in_git("data/qta/${item.catalog}/${key}.test-rewrites.jsonl",
                                                             "data/qta/${item.catalog}/${key}.test-rewrites.meta.json")),
+        ),
+        StageTemplate(
+            name="qta_syn_dev", order=59, foreach="${qta.synthetic.runs}",
+            desc="qta.synthetic.dev_grid on the synthetic training catalog's dev split (LLM-written requests, no test "
+                 "query): where the synthetic rewriter's search settings (several rewrites fused with the query) "
+                 "are chosen; the sampled rewrites are committed as shards",
+            cmd="toolret evaluate-grid --catalog data/curated/${item.catalog} --split dev --grid qta.synthetic.dev_grid "
+                "--docs ${item.docs} --out data/runs/${item.catalog}/qta-synthetic-dev --record-generations qta-rewrites",
+            entry="toolret.cli:cmd_evaluate_grid", components=("qta-syn", "dense"),
+            deps=("data/curated/${item.catalog}", "data/models/${item.catalog}/qta"),
+            params=("qta", "dense", "catalog", "evaluation"), keep=_trains_here, only_if="qta.synthetic.dev_grid",
+            outs=("data/runs/${item.catalog}/qta-synthetic-dev",),
         ),
         StageTemplate(
             name="qta_syn_large", order=46, costly=True, trains=True, foreach="${qta.synthetic.runs}",

@@ -8,8 +8,9 @@
   the base LLM; its ``fit`` writes the preference data (the sampling half of training) when it was
   built with an output path (``toolret fit --component qta-base --out .../preferences.jsonl``).
 
-Both return exactly one search query per user query (no fusion); an output that does not parse falls
-back to the user query (``stats["fallback_reasons"]`` counts why).
+Both write one greedy rewrite per user query, and ``rewrites - 1`` sampled ones where ``rewrites`` > 1; the
+query's and the rewrites' rankings are fused by weighted RRF (``search``, ``query_weight``). An output that does
+not parse falls back to the user query (``stats["fallback_reasons"]`` counts why).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from toolret.errors import CatalogError
 from toolret.jsonl_artifacts import read_jsonl, write_jsonl
 from toolret.llm.models import ensure_local_model
 from toolret.methods.qta.config import QTAConfig
-from toolret.methods.qta.generation import INIT_ADAPTER, PROMPT_VERSION, QTALLM, adapter_sha, rewrite_queries
+from toolret.methods.qta.generation import (INIT_ADAPTER, PROMPT_VERSION, QTALLM, adapter_sha, rewrite_queries,
+                                            sample_rewrites)
 from toolret.methods.qta.preferences import build_preferences, dpo_pairs, load_preferences, preference_key
 from toolret.methods.qta.training import train_adapter, training_key
 from toolret.pipeline import rows_of
@@ -83,6 +85,7 @@ class QTARewriter:
         self.init_adapter = Path(init_adapter) if init_adapter else None
         self.stats: dict[str, Any] = {"llm_outputs": 0, "fallback": 0, "fallback_reasons": {}}
         self._served: set[str] = set()  # queries rewritten so far (stats: how many rewrites copy their query)
+        self._slots: list[list[str]] | None = None  # the last rewrite()'s fused texts per query (for fuse())
 
     # ------------------------------------------------------------------ artifacts
     @property
@@ -181,6 +184,7 @@ class QTARewriter:
         return self._llm
 
     def outputs_for(self, texts: Sequence[str]) -> list[dict]:
+        """Each query's record: its greedy rewrite and, with ``rewrites`` > 1, ``samples`` (the sampled ones)."""
         missing = [t for t in dict.fromkeys(texts) if t not in self._outputs]
         if missing:
             if not self.documents:
@@ -194,26 +198,53 @@ class QTARewriter:
                     self.stats["fallback"] += 1
                     reasons[rec["reason"]] += 1
             self.stats["fallback_reasons"] = dict(reasons)
+        extra = self.config.rewrites - 1
+        short = [t for t in dict.fromkeys(texts) if len(self._outputs[t].get("samples", ())) < extra]
+        if short:
+            if not self.documents:
+                raise CatalogError(f"{self.name}: no stored sampled rewrites for {len(short)} queries and no tool "
+                                   f"documents to prompt with (first {short[0]!r})")
+            for t, samples in zip(short, sample_rewrites(self.llm, short, self.documents, self.config, extra)):
+                self._outputs[t]["samples"] = samples
+                self.stats["sampled_rewrites"] = self.stats.get("sampled_rewrites", 0) + len(samples)
         self._served.update(texts)
         self.stats["rewritten_queries"] = len(self._served)
         self.stats["copies_query"] = sum(copies_query(t, self._outputs[t]) for t in self._served)
         return [self._outputs[t] for t in texts]
 
-    def rewrite(self, queries: Sequence[str]) -> list[list[str]]:
-        """Each query's rewrite (``search: query_and_rewrite``: the query, then its rewrite when it differs)."""
-        recs = self.outputs_for(list(queries))
+    def slots(self, query: str, record: dict) -> list[str]:
+        """The texts whose rankings are fused for ``query``, one per weight of :meth:`slot_weights`: the query
+        (``query_and_rewrite``), the greedy rewrite, then the ``rewrites - 1`` sampled ones (a text may repeat)."""
+        rewrites = [record["rewrite"], *(r["rewrite"] for r in record.get("samples", ())[:self.config.rewrites - 1])]
+        return rewrites if self.config.search == "rewrite" else [query, *rewrites]
+
+    def slot_weights(self) -> list[float]:
+        """RRF weights of the slots: the query's ``query_weight``, the rewrites sharing the rest (``search:
+        rewrite``: the rewrites alone, equal weights)."""
+        n = self.config.rewrites
         if self.config.search == "rewrite":
-            return [[rec["rewrite"]] for rec in recs]
-        return [list(dict.fromkeys([q, rec["rewrite"]])) for q, rec in zip(queries, recs)]
+            return [1.0 / n] * n
+        return [self.config.query_weight, *[(1.0 - self.config.query_weight) / n] * n]
+
+    def rewrite(self, queries: Sequence[str]) -> list[list[str]]:
+        """Each query's distinct search texts, the query first under ``search: query_and_rewrite`` (a rewrite that
+        copies it, or another rewrite, is searched once; :meth:`fuse` counts it with every slot it fills)."""
+        recs = self.outputs_for(list(queries))
+        self._slots = [self.slots(q, rec) for q, rec in zip(queries, recs)]
+        return [list(dict.fromkeys(slots)) for slots in self._slots]
 
     def fuse(self, groups: Sequence[Sequence[str]], ranking, k: int, query_ids: Sequence[str]):
-        """``search: query_and_rewrite``: the query's and the rewrite's rankings fused by equal-weight RRF
-        (``ranking`` ranks every tool for every text, rows in ``groups`` order)."""
+        """The slots' rankings fused by weighted RRF (:meth:`slot_weights`) for the groups the last :meth:`rewrite`
+        returned (``ranking`` ranks every tool for every text, rows in ``groups`` order)."""
 
-        sizes = np.array([len(g) for g in groups], dtype=np.int64)
-        first = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        slots = self._slots
+        if slots is None or len(slots) != len(groups):
+            raise CatalogError(f"{self.name}: fuse() needs the groups of the last rewrite() call")
+        first = np.concatenate([[0], np.cumsum([len(g) for g in groups])[:-1]]).astype(np.int64)
+        rows = np.array([[start + list(g).index(t) for t in texts] for start, g, texts in zip(first, groups, slots)],
+                        dtype=np.int64)
         qids = list(query_ids)
-        return weighted_rrf([rows_of(ranking, first, qids), rows_of(ranking, first + sizes - 1, qids)], [0.5, 0.5], k)
+        return weighted_rrf([rows_of(ranking, rows[:, j], qids) for j in range(rows.shape[1])], self.slot_weights(), k)
 
     def write_artifact(self, catalog: Catalog, split: str, out: str | Path) -> dict[str, Any]:
         """Rewrite every judged query of ``split`` into ``out`` (JSONL + meta; ``toolret rewrite``)."""

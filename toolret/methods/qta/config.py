@@ -71,6 +71,8 @@ class QTAConfig(StrictModel):
         train_queries: sample preferences for at most this many train queries (seeded; 0 = all).
         pair_rule: which DPO pair each preference round yields (``preferences.choose_pair``).
         search: ``rewrite`` searches the rewrite alone; ``query_and_rewrite`` fuses both rankings (RRF).
+        rewrites: rewrites per query at search time (the greedy one, then sampled ones), fused by RRF.
+        query_weight: the query's RRF weight under ``query_and_rewrite`` (the rewrites share the rest).
         bf16: DPO under bfloat16 autocast (CPUs with AMX / bf16 units, GPUs): the same model and data, about
             2x less time per DPO step on a 2-core AMX CPU (``benchmarks/results/qta_dpo_step.json``).
     """
@@ -113,6 +115,11 @@ class QTAConfig(StrictModel):
     # at search time: the rewrite alone (the paper), or the query and its rewrite both searched and fused by
     # reciprocal rank (equal weights; a rewrite that copies the query is the query's ranking)
     search: Literal["rewrite", "query_and_rewrite"] = "rewrite"
+    # rewrites searched per query (not in the paper): the greedy one, then ``rewrites - 1`` sampled as the training
+    # rewrites are, each with its own T_sub; their rankings fused by RRF with equal weights, beside the query's
+    # ranking with ``query_weight`` under ``query_and_rewrite`` (1 and 0.5: one greedy rewrite, fused as above)
+    rewrites: int = Field(1, ge=1)
+    query_weight: float = Field(0.5, gt=0, lt=1)
     bf16: bool = False
 
     @model_validator(mode="after")
@@ -203,11 +210,14 @@ class QTASynthetic(StrictModel):
     ``set``: the QTA settings of the synthetic adapter that differ from ``qta``'s (``m``: preference rounds per
     request; ``train_m`` follows it), chosen on the training catalog's dev split; ``grid``: evaluated on each
     benchmark of ``runs`` (paired tests against dense on the same queries); ``finetune``: the synthetic adapter
-    trained further on a fold's labelled queries; ``larger``: the same training with a larger rewriter."""
+    trained further on a fold's labelled queries; ``larger``: the same training with a larger rewriter;
+    ``dev_grid``: evaluated on the training catalog's dev split (no test query read), where the synthetic
+    rewriter's search settings (``rewrites``, ``query_weight``) that ``grid`` evaluates are chosen."""
 
     runs: dict[str, QTASyntheticRun] = Field(default_factory=dict)
     set: dict[str, object] = Field(default_factory=dict)
     grid: dict[str, GridVariant] = Field(default_factory=dict)
+    dev_grid: dict[str, GridVariant] = Field(default_factory=dict)
     finetune: QTAVariant = Field(default_factory=QTAVariant)
     larger: QTAVariant = Field(default_factory=QTAVariant)
 

@@ -189,6 +189,27 @@ def rewrite_queries(llm: QTALLM, texts: Sequence[str], documents: Sequence[str],
     return records
 
 
+def sample_rewrites(llm: QTALLM, texts: Sequence[str], documents: Sequence[str], cfg: QTAConfig,
+                    count: int) -> list[list[dict[str, Any]]]:
+    """``count`` further rewrites per query, sampled as the training rewrites are (``training_sampling``), each
+    with its own T_sub (seeded by the query text and the sample index ``j`` >= 1; the greedy rewrite is ``j`` 0)."""
+
+    if count <= 0:
+        return [[] for _ in texts]
+    meta, requests = [], []
+    for text in texts:
+        digest = sha256_text(text)
+        for j in range(1, count + 1):
+            tools = sample_tools(len(documents), cfg.s, cfg.seed, "inference", digest, j)
+            meta.append({"text": text, "tools": tools})
+            requests.append(SampleRequest(rewrite_prompt(text, [documents[i] for i in tools], cfg.doc_chars), j))
+    for rec, g in zip(meta, generate(llm, requests, training_sampling(cfg))):
+        rec.update(parse_rewrite(g.text, g.finish_reason, rec["text"], cfg.max_rewrite_chars))
+        rec.update({"raw": g.text, "finish_reason": g.finish_reason})
+        del rec["text"]
+    return [meta[i * count:(i + 1) * count] for i in range(len(texts))]
+
+
 __all__ = ["CHUNK_REQUESTS", "INIT_ADAPTER", "PROMPT_VERSION", "QTALLM", "adapter_chain", "adapter_sha", "generate",
            "inference_sampling", "merge_adapter", "merge_lora", "parse_rewrite", "rewrite_prompt", "rewrite_queries",
-           "sample_tools", "training_sampling"]
+           "sample_rewrites", "sample_tools", "training_sampling"]

@@ -199,6 +199,7 @@ def finetune_sections(runs: Path, section, members: Sequence[str]) -> tuple[list
     return lines, {"synthetic_finetune": data}
 
 
+DEV_GRID = "qta-synthetic-dev"  # <runs>/<training catalog>/qta-synthetic-dev: qta.synthetic.dev_grid (stage qta_syn_dev)
 LARGER_GRID = "qta-synthetic-large"  # <runs>/<benchmark>/qta-synthetic-large: qta.synthetic.larger.grid
 
 
@@ -264,6 +265,13 @@ def synthetic_sections(runs: Path, section) -> tuple[list[str], dict[str, Any]]:
         changes, d["changes"] = change_section(data_dir() / "qta" / run.catalog / f"{bench}.test-rewrites.jsonl")
         lines += sec + changes
         data[bench] = d
+    for catalog in dict.fromkeys(run.catalog for run in section.synthetic.runs.values()):
+        grid = runs / catalog / DEV_GRID
+        if (grid / "summary.json").is_file():  # no preference data / adapter lines: the tables above have them
+            sec, d = grid_section(f"### {catalog}, dev split (where the search settings are chosen)", grid,
+                                  grid / "-", grid / "-")
+            lines += sec
+            data.setdefault("dev", {})[catalog] = d
     if not lines:
         return [], {}
     cfg = section.synthetic_config()
@@ -273,9 +281,11 @@ def synthetic_sections(runs: Path, section) -> tuple[list[str], dict[str, Any]]:
             f"eq. 4 rewards from the same frozen dense; m = {cfg.m} round(s) per request, pair rule {cfg.pair_rule}, "
             f"{cfg.epochs:g} epochs{', bf16 autocast' if cfg.bf16 else ''}. No query of the benchmark is read before "
             "the test, so every test query counts (no fold is left out); p: paired randomization test against dense "
-            "on the same queries.", ""]
+            "on the same queries. Rows `r<k>_w<w>` of the dev table: k rewrites per request (the greedy one, then "
+            "sampled ones, each with its own tool sample) fused by RRF with the request, whose ranking weighs w %; "
+            "`qta_synthetic_sampled` is its best row on the test queries.", ""]
     return head + lines, {"synthetic": data}
 
 
-__all__ = ["FINETUNE_GRID", "LARGER_GRID", "change_section", "finetune_sections", "grid_section", "larger_sections",
-           "pooled_rows", "pooled_table", "run_section", "synthetic_sections", "write_report"]
+__all__ = ["DEV_GRID", "FINETUNE_GRID", "LARGER_GRID", "change_section", "finetune_sections", "grid_section",
+           "larger_sections", "pooled_rows", "pooled_table", "run_section", "synthetic_sections", "write_report"]
