@@ -174,19 +174,26 @@ def generate(llm: QTALLM, requests: Sequence[SampleRequest], params: SamplingPar
     return out
 
 
-def rewrite_queries(llm: QTALLM, texts: Sequence[str], documents: Sequence[str],
-                    cfg: QTAConfig) -> list[dict[str, Any]]:
-    """One greedy rewrite per query (T_sub seeded by the query text): records with the parse outcome."""
+def _rewrites(llm: QTALLM, items: Sequence[tuple[str, int]], documents: Sequence[str], cfg: QTAConfig,
+              params: SamplingParams) -> list[dict[str, Any]]:
+    """One rewrite per ``(query text, sample index j)``: T_sub seeded by the text (and ``j`` when > 0), then the
+    records with the parse outcome, in ``items`` order."""
 
     records, requests = [], []
-    for text in texts:
-        tools = sample_tools(len(documents), cfg.s, cfg.seed, "inference", sha256_text(text))
+    for text, j in items:
+        tools = sample_tools(len(documents), cfg.s, cfg.seed, "inference", sha256_text(text), *([j] if j else []))
         records.append({"text": text, "tools": tools})
-        requests.append(SampleRequest(rewrite_prompt(text, [documents[i] for i in tools], cfg.doc_chars), 0))
-    for rec, g in zip(records, generate(llm, requests, inference_sampling(cfg))):
+        requests.append(SampleRequest(rewrite_prompt(text, [documents[i] for i in tools], cfg.doc_chars), j))
+    for rec, g in zip(records, generate(llm, requests, params)):
         rec.update(parse_rewrite(g.text, g.finish_reason, rec["text"], cfg.max_rewrite_chars))
         rec.update({"raw": g.text, "finish_reason": g.finish_reason})
     return records
+
+
+def rewrite_queries(llm: QTALLM, texts: Sequence[str], documents: Sequence[str],
+                    cfg: QTAConfig) -> list[dict[str, Any]]:
+    """One greedy rewrite per query (T_sub seeded by the query text): records with the parse outcome."""
+    return _rewrites(llm, [(text, 0) for text in texts], documents, cfg, inference_sampling(cfg))
 
 
 def sample_rewrites(llm: QTALLM, texts: Sequence[str], documents: Sequence[str], cfg: QTAConfig,
@@ -196,18 +203,11 @@ def sample_rewrites(llm: QTALLM, texts: Sequence[str], documents: Sequence[str],
 
     if count <= 0:
         return [[] for _ in texts]
-    meta, requests = [], []
-    for text in texts:
-        digest = sha256_text(text)
-        for j in range(1, count + 1):
-            tools = sample_tools(len(documents), cfg.s, cfg.seed, "inference", digest, j)
-            meta.append({"text": text, "tools": tools})
-            requests.append(SampleRequest(rewrite_prompt(text, [documents[i] for i in tools], cfg.doc_chars), j))
-    for rec, g in zip(meta, generate(llm, requests, training_sampling(cfg))):
-        rec.update(parse_rewrite(g.text, g.finish_reason, rec["text"], cfg.max_rewrite_chars))
-        rec.update({"raw": g.text, "finish_reason": g.finish_reason})
+    items = [(text, j) for text in texts for j in range(1, count + 1)]
+    records = _rewrites(llm, items, documents, cfg, training_sampling(cfg))
+    for rec in records:
         del rec["text"]
-    return [meta[i * count:(i + 1) * count] for i in range(len(texts))]
+    return [records[i * count:(i + 1) * count] for i in range(len(texts))]
 
 
 __all__ = ["CHUNK_REQUESTS", "INIT_ADAPTER", "PROMPT_VERSION", "QTALLM", "adapter_chain", "adapter_sha", "generate",

@@ -36,9 +36,10 @@ def run_section(runs: Path, run: str, artifacts: Path, models: Path) -> tuple[li
     return grid_section(f"### {run}", runs / run / "qta", artifacts / run, models / run / "qta")
 
 
-def grid_section(title: str, grid: Path, preferences: Path, adapters: Path) -> tuple[list[str], dict[str, Any]]:
+def grid_section(title: str, grid: Path, preferences: Path | None = None,
+                 adapters: Path | None = None) -> tuple[list[str], dict[str, Any]]:
     """A grid's table (``grid``: its ``evaluate-grid`` folder), then the preference data (in ``preferences``)
-    and the adapters (under ``adapters``) its trained rows use."""
+    and the adapters (under ``adapters``) its trained rows use (each left out when ``None``)."""
     variants = read_variants(grid)
     lines = [title, "", "| row | n | " + " | ".join(f"{m} [95% CI]" for m in METRICS)
              + " | Δ comp@5 vs dense | p comp@5 | p ndcg@5 | test rewrites copying q |",
@@ -56,7 +57,7 @@ def grid_section(title: str, grid: Path, preferences: Path, adapters: Path) -> t
         data["variants"][name] = {"metrics": {m: row["metrics"].get(m) for m in METRICS},
                                   "p_comp@5": p_value(row, "comp@5"), "p_ndcg@5": p_value(row, "ndcg@5"),
                                   "components": n}
-    prefs = read_json(preferences / "preferences.meta.json")
+    prefs = read_json(preferences / "preferences.meta.json") if preferences is not None else None
     if prefs:
         c = prefs.get("counts", {})
         lines += ["", f"Preference data: {c.get('records')} rounds, {c.get('pairs')} pairs "
@@ -64,7 +65,7 @@ def grid_section(title: str, grid: Path, preferences: Path, adapters: Path) -> t
                       f"chosen {c.get('chosen')}; samples beating the original query: "
                       f"{c.get('samples_beating_query')}."]
         data["preferences"] = c
-    for adapter in sorted(adapters.glob("m*/qta.json")) if adapters.is_dir() else []:
+    for adapter in sorted(adapters.glob("m*/qta.json")) if adapters is not None and adapters.is_dir() else []:
         rep = json.loads(adapter.read_text(encoding="utf-8"))
 
         info = load_run_info(adapter)
@@ -268,8 +269,7 @@ def synthetic_sections(runs: Path, section) -> tuple[list[str], dict[str, Any]]:
     for catalog in dict.fromkeys(run.catalog for run in section.synthetic.runs.values()):
         grid = runs / catalog / DEV_GRID
         if (grid / "summary.json").is_file():  # no preference data / adapter lines: the tables above have them
-            sec, d = grid_section(f"### {catalog}, dev split (where the search settings are chosen)", grid,
-                                  grid / "-", grid / "-")
+            sec, d = grid_section(f"### {catalog}, dev split (where the search settings are chosen)", grid)
             lines += sec
             data.setdefault("dev", {})[catalog] = d
     if not lines:
