@@ -116,7 +116,7 @@ stages: setup
 # (tests/README.md); PYTEST_ARGS adds options, e.g. `make test PYTEST_ARGS="tests/serve -x"`
 TEST_WORKERS ?= 2
 test: setup
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) $(or $(TESTS),tests)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) $(or $(TESTS),tests)
 
 # the unit tests only (no Dagster / DVC / MLflow / subprocess, no training, no LLM): the inner loop
 test-fast: setup

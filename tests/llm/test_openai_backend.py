@@ -117,7 +117,9 @@ def test_back_pressure_is_retried_with_backoff(server):
 
 
 def test_timeout_then_clear_error(server):
-    params = SamplingParams(max_new_tokens=400, temperature=0.0)
+    # 64 tokens take seconds, far beyond the 0.05 s timeout; the server still generates what it was asked
+    # after the client gave up (twice: 400 tokens kept it busy for ~80 s and the next test waited behind it)
+    params = SamplingParams(max_new_tokens=64, temperature=0.0)
     client = _client(server, max_concurrency=1, timeout_s=0.05, max_retries=1, backoff_s=0.01)
     with pytest.raises(LLMServerError, match=r"failed after 2 tries .*(timed out|Timeout)"):
         client.generate([[{"role": "user", "content": "Write a long story about a tool catalog."}]], params)

@@ -43,13 +43,11 @@ def test_qta_syn_ft_trains_on_the_folds_pairs_on_top_of_the_synthetic_adapter(tm
     assert rel(rw.committed_checkpoint(10)) == "data/qta/bench-fold2of9/checkpoints/qta-syn-ft/m10-rewrites_only"
     assert (rw.config.m, rw.config.epochs, rw.config.bf16, rw.config.pair_rule) == (10, 2, True, "rewrites_only")
     assert not rw.frozen and rw.docs == "human" and rw.documents[0] == "human doc 0"
+    # refused before any cost: no preference data sampled, no rewriter converted (that took 2 minutes)
     with pytest.raises(Exception, match="no adapter at .*m1-rewrites_only to train on top of"):
         rw._adapter_ready = lambda m: False
-        from toolret.methods.qta import components
-
-        monkeypatch.setattr(components, "dpo_pairs", lambda *a, **k: [{"prompt": []}])
-        monkeypatch.setattr(rw, "preference_records", lambda catalog: [])
         rw.fit(fold)
+    assert not (tmp_path / "data" / "qta" / "bench-fold2of9").exists()
     with pytest.raises(ConfigError, match=r"qta-syn-ft: dataset 'plain'.*names \['bench'\]"):
         build_component("qta-syn-ft", BuildContext(kfold_split(_catalog("plain", n_test=18), 9, 1, 13), params))
     with pytest.raises(ValueError, match=r"qta\.synthetic\.finetune\.set.*no_such_key"):

@@ -132,6 +132,9 @@ class QTARewriter:
         missing = [m for m in self.config.train_m if not self._adapter_ready(m)]
         if not missing:
             return
+        if self.init_adapter is not None and not (self.init_adapter / "adapter_config.json").is_file():
+            # checked before any cost (sampling the preference data, converting the rewriter: minutes)
+            raise CatalogError(f"qta: no adapter at {self.init_adapter} to train on top of; fit it first")
 
         records = self.preference_records(catalog)
         folder = self.model_folder or ensure_local_model(self.config.llm_model)
@@ -140,8 +143,6 @@ class QTARewriter:
             if not pairs:
                 raise CatalogError(f"qta: no preference pairs in the first {m} rounds of {catalog.name!r} under "
                                    f"pair_rule {self.config.pair_rule!r}: nothing to train on")
-            if self.init_adapter is not None and not (self.init_adapter / "adapter_config.json").is_file():
-                raise CatalogError(f"qta: no adapter at {self.init_adapter} to train on top of; fit it first")
             train_adapter(pairs, self.config, m, self.adapter_dir(m), model_folder=folder,
                           run_name=f"{catalog.name}/{self.config.adapter_name(m)}",
                           extra={"dataset": catalog.name, "train_queries": len(catalog.split("train"))},
