@@ -543,7 +543,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
     import os
 
     serve(_saved_pipeline(args.index), host=args.host, port=args.port, catalog_dir=args.catalog,
-          limits=_serving_limits(args), admin_token=args.admin_token or os.environ.get("TOOLRET_ADMIN_TOKEN"))
+          limits=_serving_limits(args), admin_token=args.admin_token or os.environ.get("TOOLRET_ADMIN_TOKEN"),
+          extra_hosts=args.allowed_host)
 
 
 def cmd_mcp(args: argparse.Namespace) -> None:
@@ -637,6 +638,19 @@ def record_option(parser: argparse.ArgumentParser) -> None:
                              "one per batch of prompts, to commit: a killed run, or a clone's, resumes from them")
 
 
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0 (``--timeout 0`` / ``-1`` are usage errors, exit 2)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+    return value
+
+
 def force_option(parser: argparse.ArgumentParser, help: str | None = None) -> None:  # noqa: A002 - argparse's
     """``--force``: replace a non-empty ``--out`` folder that is not this command's previous output
     (:func:`toolret.atomic.claim_output_dir`; without it such a folder is refused, exit 2)."""
@@ -697,7 +711,7 @@ def build_parser() -> argparse.ArgumentParser:
     im.add_argument("--out", required=True, help="the catalog directory to write")
     im.add_argument("--name", help="catalog name (default: from the server's name)")
     im.add_argument("--queries", help=queries_help)
-    im.add_argument("--timeout", type=float, default=120, help="seconds to wait for the server's tool list")
+    im.add_argument("--timeout", type=positive_float, default=120, help="seconds to wait for the server's tool list")
     im.add_argument("--force", action="store_true", help="replace an existing catalog at --out")
     im.set_defaults(func=cmd_import_mcp)
     ad = sub.add_parser("adapt", help="train, select, register and write a servable retriever for a catalog "
@@ -863,7 +877,10 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8000)
     sv.add_argument("--admin-token", help="bearer token for POST /admin/reload (default $TOOLRET_ADMIN_TOKEN; "
-                    "without one, reload is allowed from loopback only)")
+                    "without one, reload is allowed from loopback only, and not at all on a --host beyond loopback)")
+    sv.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                    help="a host name or address requests may name in Host / Origin besides the loopback names and "
+                    "the bound one (a wildcard --host: this machine's name); repeatable; * allows any")
     sv.set_defaults(func=cmd_serve)
 
     mc = sub.add_parser("mcp", help="serve a saved pipeline over MCP on stdio (tool search_tools), for desktop agents")
