@@ -4,10 +4,12 @@ subcommands registered methods contribute (``Method.cli``)."""
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from toolret.adapt import GeneratorSpec, adapt, resolve_index
@@ -604,12 +606,12 @@ class _Commands:
     """The subcommands, each described on its own page; the top page lists them in :data:`COMMAND_GROUPS`
     (argparse's flat list is left out: a command is added without ``help``)."""
 
-    def __init__(self, subparsers) -> None:
-        self.subparsers, self.helps = subparsers, {}
+    def __init__(self, subparsers, parents: list[argparse.ArgumentParser] = ()) -> None:
+        self.subparsers, self.helps, self.parents = subparsers, {}, list(parents)
 
     def add_parser(self, name: str, help: str, **kwargs) -> argparse.ArgumentParser:  # noqa: A002 - argparse's name
         self.helps[name] = help
-        return self.subparsers.add_parser(name, description=help, **kwargs)
+        return self.subparsers.add_parser(name, description=help, parents=self.parents, **kwargs)
 
     def listing(self, method_commands: list[str]) -> str:
         import textwrap
@@ -662,10 +664,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="toolret", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--params", help="params.yaml to use (default: the project's)")
+    # --params after the subcommand too (`toolret evaluate ... --params p.yaml`): every subcommand takes it;
+    # SUPPRESS keeps one given before the subcommand when none follows it
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--params", default=argparse.SUPPRESS, help="params.yaml to use (default: the project's)")
     sub = _Commands(p.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                       help="one of the commands listed below"))
+                                       help="one of the commands listed below"), parents=[common])
 
-    cat = sub.add_parser("catalog", help="build / clean curated catalogs").add_subparsers(dest="action", required=True)
+    catalog_actions = sub.add_parser("catalog", help="build / clean curated catalogs").add_subparsers(
+        dest="action", required=True)
+    cat = SimpleNamespace(add_parser=functools.partial(catalog_actions.add_parser, parents=[common]))  # + --params
     b = cat.add_parser("build", help="import + verify + validate a dataset into a curated catalog")
     b.add_argument("--dataset", required=True, help="dataset name or BEIR directory")
     b.add_argument("--out", required=True)
