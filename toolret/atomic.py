@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from toolret.errors import OutputExistsError
+
 
 def _umask() -> int:
     """The process umask (reading it means setting it, so it is set straight back)."""
@@ -88,8 +90,6 @@ def claim_output_dir(out: str | Path, command: str, *, force: bool, made_by: Cal
         OutputExistsError: naming the folder, what it holds (``nouns[command]``, e.g. "a catalog", and the
             command that wrote it) and ``--force``.
     """
-    from toolret.errors import OutputExistsError
-
     out = Path(out)
     if not out.exists() and not out.is_symlink():
         return out
