@@ -44,6 +44,7 @@ from toolret.metrics import paired_test
 from toolret.paths import portable_path, project_dir
 from toolret.roles import Corpus
 from toolret.tracking import get_client, get_or_create_experiment
+from toolret.tracking.store import default_tracking_uri, missing_local_store
 
 SELECT_METRIC = "ndcg@5"
 SELECT_SUBSET = "goal"  # the dev requests the champion is chosen on (toolret.adapt.synthetic)
@@ -387,7 +388,7 @@ def log_and_register(out: Path, report: dict[str, Any], tracking_uri: str | None
     """An MLflow run of the adapt (params, dev and labelled metrics, the card) and a registered model
     version of the champion with the alias ``champion``, linked to the run."""
 
-    client = get_client(tracking_uri)
+    client = get_client(tracking_uri, project_dir())  # the store resolve_index looks in
     exp = get_or_create_experiment(client, EXPERIMENT)
     name = report["catalog"]["name"]
     run = client.create_run(exp, run_name=f"{name}/adapt", tags={"toolret.catalog": name,
@@ -428,7 +429,12 @@ def resolve_index(ref: str, tracking_uri: str | None = None) -> str:
     if not ref.startswith("models:/"):
         return ref
 
-    client = get_client(tracking_uri)
+    uri = tracking_uri or default_tracking_uri(project_dir(), create=False)  # a lookup never makes a store
+    missing = missing_local_store(uri)
+    if missing is not None:
+        raise AdaptInputError(f"{ref}: no MLflow store at {missing} (nothing registered there yet: run `toolret "
+                              "adapt` first, or set MLFLOW_TRACKING_URI to the store that has it)")
+    client = get_client(uri)
     body = ref[len("models:/"):]
     if "@" in body:
         name, alias = body.split("@", 1)

@@ -114,6 +114,22 @@ _TOP_KEYS = {"servers", "pipeline", "index", "adapt", "params", "timeout_s", "ca
              "backoff_min_s", "backoff_max_s"}
 
 
+_SECONDS_KEYS = {"timeout_s", "call_timeout_s", "heartbeat_s", "relist_s", "backoff_min_s", "backoff_max_s"}
+
+
+def _seconds(value: Any, where: str) -> float:
+    """A timing of the config as a float (a number, or a string of one), else an error naming ``where``
+    (pydantic's lax float, booleans refused)."""
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        return TypeAdapter(float).validate_python(value)
+    except (ValidationError, ValueError):
+        raise CatalogError(f"{where}: must be a number of seconds, got {value!r}") from None
+
+
 def server_from_dict(entry: Any, where: str) -> ServerConfig:
     if not isinstance(entry, dict):
         raise CatalogError(f"{where}: expected a mapping with name and command or url")
@@ -143,9 +159,11 @@ def config_from_dict(data: Any, source: str = "config") -> GatewayConfig:
     if not isinstance(servers, list):
         raise CatalogError(f"{source}: servers must be a list")
     extra = {k: data[k] for k in _TOP_KEYS - {"servers"} if data.get(k) is not None}
-    for k in ("timeout_s", "call_timeout_s", "heartbeat_s", "relist_s", "backoff_min_s", "backoff_max_s"):
-        if k in extra:
-            extra[k] = float(extra[k])
+    for k in _SECONDS_KEYS & set(extra):
+        extra[k] = _seconds(extra[k], f"{source}: {k}")
+    for k in ("pipeline", "index", "adapt", "params"):
+        if k in extra and not isinstance(extra[k], str):
+            raise CatalogError(f"{source}: {k}: must be a string, got {extra[k]!r}")
     return GatewayConfig(servers=tuple(server_from_dict(s, f"{source}: servers[{i}]") for i, s in enumerate(servers)),
                          source=source, **extra)
 

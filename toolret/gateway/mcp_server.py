@@ -25,7 +25,7 @@ from pydantic import Field
 from toolret import __version__
 from toolret.errors import GatewayError
 from toolret.gateway.gateway import MAX_K, MAX_QUERY_CHARS, Gateway
-from toolret.serving.mcp_server import DEFAULT_SCHEMAS, search_answer
+from toolret.serving.mcp_server import DEFAULT_SCHEMAS, checked_tool, search_answer
 
 INSTRUCTIONS = ("A gateway to the tools of several MCP servers. Call search_tools with the task in plain language "
                 "(or a tool's exact name, or select:<name>) to find tools: ids (<server>__<tool>), descriptions, "
@@ -49,11 +49,6 @@ def build_gateway_server(gateway: Gateway, transport: str = "stdio", lifespan: A
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import CallToolResult, ToolAnnotations
 
-    mcp = MCPServer("toolret-gateway", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING",
-                    lifespan=lifespan)
-
-    @mcp.tool(annotations=ToolAnnotations(title="Search tools", read_only_hint=True, idempotent_hint=True,
-                                          open_world_hint=False))
     async def search_tools(
         query: Annotated[str, Field(description="the task to find tools for, in plain language, or a tool's exact "
                                                 f"name / select:<name> (at most {MAX_QUERY_CHARS} characters)")],
@@ -80,6 +75,12 @@ def build_gateway_server(gateway: Gateway, transport: str = "stdio", lifespan: A
             result.content[0].text += (f"\n{answer['withheld']} tool(s) withheld: server(s) down: "
                                        f"{', '.join(answer['servers_down'])}")
         return result
+
+    # its raw arguments pass the REST /search check first (toolret.serving.mcp_server.checked_tool)
+    search = checked_tool(search_tools, annotations=ToolAnnotations(title="Search tools", read_only_hint=True,
+                                                                    idempotent_hint=True, open_world_hint=False))
+    mcp = MCPServer("toolret-gateway", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING",
+                    lifespan=lifespan, tools=[search])
 
     @mcp.tool(annotations=ToolAnnotations(title="Call a tool", read_only_hint=False, open_world_hint=True))
     async def call_tool(
