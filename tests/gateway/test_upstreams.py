@@ -1,0 +1,63 @@
+"""The gateway's upstream connections with real MCP servers (tests/gateway/servers) and the SDK client: a tool
+added at runtime is found at once whatever protocol version the connection speaks (issue 78, fault 2)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
+
+from toolret.gateway import Gateway, config_from_dict
+from toolret.gateway.mcp_server import build_gateway_server
+
+pytestmark = pytest.mark.integration
+
+SERVERS = Path(__file__).parent / "servers"
+FOUND_WITHIN_S = 1.0
+
+# (what the server speaks, how it announces the new tool, the version the gateway must end up on)
+ERAS = [pytest.param(None, "classic", LATEST_HANDSHAKE_VERSION, id="sdk-server-every-era"),
+        *[pytest.param(v, "classic", v, id=v) for v in HANDSHAKE_PROTOCOL_VERSIONS],
+        # a 2026-07-28-only server cannot send the classic notification at all (the SDK drops it on that era:
+        # change notifications travel on subscriptions/listen streams only): it announces on its listen stream
+        *[pytest.param(v, "listen", v, id=f"{v}-only") for v in MODERN_PROTOCOL_VERSIONS]]
+
+
+@pytest.mark.parametrize(("protocol", "notify", "negotiated"), ERAS)
+def test_a_tool_added_at_runtime_is_found_within_a_second(protocol, notify, negotiated):
+    """The server registers a tool at runtime and announces it once (``add_tool``); search_tools through the
+    gateway's MCP face must return it within a second (the heartbeat and the re-list are far off)."""
+    from mcp import Client
+
+    command = [sys.executable, str(SERVERS / "classic_notify_server.py"), "--notify", notify]
+    command += ["--protocol", protocol] if protocol else []
+    config = config_from_dict({"pipeline": "bm25", "heartbeat_s": 60, "relist_s": 300, "timeout_s": 30,
+                               "servers": [{"name": "live", "command": command}]})
+    query = "track a parcel shipment by its tracking number"
+
+    async def ids(agent) -> list[str]:
+        found = await agent.call_tool("search_tools", {"query": query, "k": 3})
+        return [h["tool_id"] for h in found.structured_content["hits"]]
+
+    async def scenario() -> tuple[str, float | None]:
+        async with Gateway(config) as gateway, Client(build_gateway_server(gateway)) as agent:
+            upstream = gateway.upstreams["live"]
+            assert upstream.state == "up", upstream.error
+            assert "live__track_parcel" not in await ids(agent)
+            added = await agent.call_tool("call_tool", {"name": "live__add_tool", "arguments": {
+                "name": "track_parcel", "description": "Track a parcel shipment by its tracking number"}})
+            assert not added.is_error, added.content
+            start = time.monotonic()
+            with anyio.move_on_after(FOUND_WITHIN_S):
+                while "live__track_parcel" not in await ids(agent):
+                    await anyio.sleep(0.02)
+                return upstream.client.protocol_version, time.monotonic() - start
+            return upstream.client.protocol_version, None
+
+    version, after = anyio.run(scenario)
+    assert after is not None, f"the tool added at runtime was not found within {FOUND_WITHIN_S} s ({version})"
+    assert version == negotiated
