@@ -1,8 +1,12 @@
 """The gateway's upstream connections with real MCP servers (tests/gateway/servers) and the SDK client: a tool
-added at runtime is found at once whatever protocol version the connection speaks (issue 78, fault 2)."""
+added at runtime is found at once whatever protocol version the connection speaks (issue 78, fault 2); a
+stopped gateway leaves no backend process behind (fault 3)."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,6 +22,7 @@ pytestmark = pytest.mark.integration
 
 SERVERS = Path(__file__).parent / "servers"
 FOUND_WITHIN_S = 1.0
+STOPPED_WITHIN_S = 8.0
 
 # (what the server speaks, how it announces the new tool, the version the gateway must end up on)
 ERAS = [pytest.param(None, "classic", LATEST_HANDSHAKE_VERSION, id="sdk-server-every-era"),
@@ -61,3 +66,41 @@ def test_a_tool_added_at_runtime_is_found_within_a_second(protocol, notify, nego
     version, after = anyio.run(scenario)
     assert after is not None, f"the tool added at runtime was not found within {FOUND_WITHIN_S} s ({version})"
     assert version == negotiated
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stopped_gateway_leaves_no_backend_process(tmp_path, signum):
+    """``toolret gateway`` (stdio, as agents launch it) stopped by a signal while a backend is still in
+    ``initialize`` (it never answers): no process of the gateway's tree -- the backend and the backend's own
+    child -- outlives it by more than a few seconds."""
+    import psutil
+    import yaml
+
+    config = tmp_path / "gateway.yaml"
+    config.write_text(yaml.safe_dump({"pipeline": "bm25", "timeout_s": 30, "servers": [
+        {"name": "silent", "command": [sys.executable, str(SERVERS / "silent_server.py"), "--pid-dir",
+                                       str(tmp_path)]}]}), encoding="utf-8")
+    stderr = tmp_path / "stderr.txt"
+    with stderr.open("wb") as err:
+        gateway = subprocess.Popen([sys.executable, "-m", "toolret.cli", "gateway", "--config", str(config),
+                                    "--no-receipts"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+    tree: list = []
+    try:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "server.pid").exists():
+            assert gateway.poll() is None and time.monotonic() < deadline, stderr.read_text()
+            time.sleep(0.05)
+        tree = [psutil.Process(gateway.pid), *psutil.Process(gateway.pid).children(recursive=True)]
+        pids = {p.pid for p in tree}
+        assert {int((tmp_path / f).read_text()) for f in ("server.pid", "child.pid")} <= pids
+        gateway.send_signal(signum)
+        _, alive = psutil.wait_procs(tree, timeout=STOPPED_WITHIN_S)
+        assert not alive, (f"alive {STOPPED_WITHIN_S} s after {signum.name}: "
+                           f"{[(p.pid, p.cmdline()) for p in alive]}\n{stderr.read_text()}")
+    finally:
+        for p in tree:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        gateway.stdin.close()
+        gateway.stdout.close()
+        gateway.wait(10)
