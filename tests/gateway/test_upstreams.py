@@ -5,6 +5,7 @@ stopped gateway leaves no backend process behind (fault 3)."""
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -104,3 +105,36 @@ def test_a_stopped_gateway_leaves_no_backend_process(tmp_path, signum):
         gateway.stdin.close()
         gateway.stdout.close()
         gateway.wait(10)
+
+
+def test_a_backend_printing_garbage_costs_one_warning_line_each(tmp_path):
+    """A backend that prints lines that are not JSON-RPC on its stdout: the gateway's stderr gets one short
+    warning per line, naming the backend (no traceback), and the gateway keeps working."""
+    import yaml
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    config = tmp_path / "gateway.yaml"
+    config.write_text(yaml.safe_dump({"pipeline": "bm25", "servers": [
+        {"name": "noisy", "command": [sys.executable, str(SERVERS / "noisy_server.py")]}]}), encoding="utf-8")
+    params = StdioServerParameters(command=sys.executable, env=dict(os.environ), args=[
+        "-m", "toolret.cli", "gateway", "--config", str(config), "--no-receipts"])
+    stderr = tmp_path / "stderr.txt"
+
+    async def session():
+        with stderr.open("w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=60) as client:
+                found = await client.call_tool("search_tools", {"query": "translate a text", "k": 1})
+                called = await client.call_tool("call_tool", {"name": "noisy__translate_text",
+                                                              "arguments": {"text": "hi", "language": "fr"}})
+        return found, called
+
+    found, called = anyio.run(session)
+    assert [h["tool_id"] for h in found.structured_content["hits"]] == ["noisy__translate_text"]
+    assert not called.is_error and called.content[0].text == "hi in fr"
+    lines = stderr.read_text().splitlines()
+    assert "Traceback" not in stderr.read_text(), stderr.read_text()
+    warnings = [line for line in lines if "noisy" in line and "not JSON-RPC" in line]
+    assert len(warnings) == 3, lines
+    assert all(len(line) <= 300 for line in warnings), warnings
+    assert any("Starting the noisy server" in line for line in warnings), warnings
