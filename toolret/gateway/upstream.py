@@ -31,6 +31,7 @@ connection succeeds. A stdio server is restarted by reconnecting (the SDK launch
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import random
@@ -55,6 +56,37 @@ def describe(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, ServerDown) else f"{type(exc).__name__}: {exc}"
 
 
+def stream_error(exc: Exception) -> str:
+    """One short line for an error the transport handed the session instead of a message: a stdout line that
+    is not JSON-RPC (quoted, cut at 100 characters), or another transport error."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        errors = exc.errors()
+        line = errors[0].get("input") if errors else None
+        why = errors[0]["msg"] if len(errors) == 1 else "not a JSON-RPC message"
+        text = line if isinstance(line, str) else json.dumps(line, ensure_ascii=False, default=str)
+        quoted = repr(text[:100] + ("..." if len(text) > 100 else ""))
+        return f"ignored a line of its stdout that is not JSON-RPC ({why}): {quoted}"
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"transport error: {type(exc).__name__}: {first[:200]}"
+
+
+class _NoBadLineTraceback(logging.Filter):
+    """Drops the SDK's traceback for a stdout line that is not JSON-RPC (``mcp.client.stdio``: one per line,
+    screens long): the session hands the same error to :meth:`Upstream._on_message`, which logs one line
+    naming the server."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Failed to parse JSONRPC message")
+
+
+def _quiet_bad_lines() -> None:
+    sdk = logging.getLogger("mcp.client.stdio")
+    if not any(isinstance(f, _NoBadLineTraceback) for f in sdk.filters):
+        sdk.addFilter(_NoBadLineTraceback())
+
+
 def handshake_refused(exc: BaseException) -> bool:
     """Whether a failed connect is the server refusing the ``initialize`` handshake (an error answer to it, or
     a version the handshake does not know): a server that speaks 2026-07-28 only. A lost connection or no
@@ -75,6 +107,7 @@ class Upstream:
     def __init__(self, config: ServerConfig, settings: GatewayConfig,
                  on_tools: Callable[[str, list[Any]], Awaitable[None]]) -> None:
         self.config, self.settings, self._on_tools = config, settings, on_tools
+        _quiet_bad_lines()
         self.name = config.name
         self.state = "starting"  # starting | up | down
         self.error: str | None = None
@@ -237,6 +270,8 @@ class Upstream:
 
         if isinstance(message, types.ToolListChangedNotification):
             self._wake.set()
+        elif isinstance(message, Exception):  # the transport's: a garbage stdout line, an HTTP error ...
+            log.warning("gateway: server %r: %s", self.name, stream_error(message))
 
     def lose(self, reason: str) -> None:
         """End the current session (the loop marks the server down and reconnects)."""
@@ -264,4 +299,4 @@ class Upstream:
             raise
 
 
-__all__ = ["ServerDown", "Upstream", "describe", "handshake_refused"]
+__all__ = ["ServerDown", "Upstream", "describe", "handshake_refused", "stream_error"]
