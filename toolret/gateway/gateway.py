@@ -224,7 +224,7 @@ class Gateway:
     def status(self) -> dict[str, Any]:
         """Every server's state and indexed tools; the pipeline."""
         return {"pipeline": self.index.pipeline_name, "pipeline_source": self.choice.source,
-                "pipeline_choice": self.choice.why, "n_tools": len(self.index),
+                "pipeline_choice": self.choice.why, "n_tools": len(self.index), "warm_up_s": self.index.warm_up_s,
                 "categories": self.index.categories(),
                 "servers": {name: {**u.status(), "tools": len(self.index.server_tools(name))}
                             for name, u in self.upstreams.items()}}
