@@ -175,25 +175,39 @@ class Gateway:
         self._shown: dict[str, set[str]] = defaultdict(set)
         self._batches = SearchBatches(self.index)
         self._tg: Any = None
+        self.closed = anyio.Event()  # set once __aexit__ has stopped every server
+
+    @property
+    def entered(self) -> bool:
+        """Whether :meth:`__aenter__` has started the servers (``closed`` is set once they are stopped)."""
+        return self._tg is not None
 
     # ------------------------------------------------------------------ lifecycle
     async def __aenter__(self) -> Self:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
-        for upstream in self.upstreams.values():
-            self._tg.start_soon(upstream.run)
-        with anyio.move_on_after(self.config.timeout_s + 5):
+        try:
             for upstream in self.upstreams.values():
-                await upstream.first_attempt.wait()
+                self._tg.start_soon(upstream.run)
+            with anyio.move_on_after(self.config.timeout_s + 5):
+                for upstream in self.upstreams.values():
+                    await upstream.first_attempt.wait()
+        except BaseException as e:  # cancelled (a signal) while servers connect: stop the ones started
+            with anyio.CancelScope(shield=True):
+                await self.__aexit__(type(e), e, e.__traceback__)
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> bool | None:
+        """Stops every server (the SDK closes a stdio server's stdin, then terminates and kills its process
+        group, whether it was connected or still in ``initialize``); ``closed`` is set once done."""
         self._tg.cancel_scope.cancel()
         try:
             return await self._tg.__aexit__(*exc)
         finally:
             if self.receipts is not None:
                 self.receipts.close()
+            self.closed.set()
 
     async def _on_tools(self, server: str, tools: list[Any]) -> None:
         diff = await anyio.to_thread.run_sync(self.index.update, server, tools)
@@ -210,7 +224,7 @@ class Gateway:
     def status(self) -> dict[str, Any]:
         """Every server's state and indexed tools; the pipeline."""
         return {"pipeline": self.index.pipeline_name, "pipeline_source": self.choice.source,
-                "pipeline_choice": self.choice.why, "n_tools": len(self.index),
+                "pipeline_choice": self.choice.why, "n_tools": len(self.index), "warm_up_s": self.index.warm_up_s,
                 "categories": self.index.categories(),
                 "servers": {name: {**u.status(), "tools": len(self.index.server_tools(name))}
                             for name, u in self.upstreams.items()}}

@@ -161,6 +161,18 @@ class _Batch:
         self.n_queries += len(request.queries)
 
 
+WARM_UP_QUERY = "warm up the retriever"
+
+
+def warm_up(pipeline: Any) -> float:
+    """One search of ``pipeline``, so lazily loaded models (the dense encoder) are in memory before the first
+    caller's (``toolret serve`` / ``toolret mcp`` at load, ``toolret gateway`` once its index is built); its
+    seconds."""
+    start = time.perf_counter()
+    pipeline.search([WARM_UP_QUERY], 1)
+    return time.perf_counter() - start
+
+
 class Loaded:
     """A loaded, warmed pipeline with what agents see of its tools."""
 
@@ -192,7 +204,11 @@ class Loaded:
 
     def warm(self) -> None:
         """One search, so lazily loaded models (the dense encoder) are in memory before serving."""
-        self.search(["warm up the retriever"], 1)
+        if self.lock is None:
+            warm_up(self.pipeline)
+        else:
+            with self.lock:
+                warm_up(self.pipeline)
 
     def hit(self, tool_id: str, score: float, include_schema: bool) -> dict[str, Any]:
         r = self.records.get(tool_id)
