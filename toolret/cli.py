@@ -25,6 +25,7 @@ from toolret.config import apply_overrides, load_params, params_source
 from toolret.errors import CatalogError, ToolretError
 from toolret.evaluation import (commit_record_run, evaluate_retriever, grid_summary, provenance, record_fields,
                                 run_path_for, write_result)
+from toolret.feedback.cli import add_commands as feedback_commands
 from toolret.gateway.cli import add_commands as gateway_commands
 from toolret.jsonl_artifacts import write_rewrites
 from toolret.llm.engines import build_generator
@@ -537,7 +538,7 @@ def cmd_datasets(args: argparse.Namespace) -> None:
 
 # `toolret --help` lists the commands by what a user does; plumbing (what DVC stages and long jobs run) last
 COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
-    "Your tools": ("import-openapi", "import-mcp", "catalog", "adapt"),
+    "Your tools": ("import-openapi", "import-mcp", "catalog", "adapt", "feedback"),
     "Search and serve": ("index", "serve", "mcp", "gateway", "receipts"),
     "Evaluate and compare": ("evaluate", "evaluate-grid", "report", "reproduce", "datasets"),
     "Plumbing (DVC stages, long jobs)": ("fit", "rewrite", "generate-shards", "evaluate-index", "report-ablations",
@@ -802,6 +803,7 @@ def build_parser() -> argparse.ArgumentParser:
     mc.set_defaults(func=cmd_mcp)
 
     gateway_commands(sub)
+    feedback_commands(sub)
 
     sl = sub.add_parser("serve-llm", help="serve a local LLM engine over the OpenAI API (for llm_engine: openai)")
     sl.add_argument("--engine", default="transformers", choices=["transformers", "llama.cpp"])
