@@ -16,6 +16,8 @@ A YAML or JSON file (``toolret gateway --config FILE``)::
 or flags (:func:`config_from_flags`: ``--stdio NAME=COMMAND``, ``--http NAME=URL``). Timings (seconds):
 ``timeout_s`` (connect + list), ``call_timeout_s`` (one forwarded call), ``heartbeat_s`` (an MCP ping that
 also notices a dead server; 0: off), ``backoff_min_s`` / ``backoff_max_s`` (reconnection, doubling).
+``explore`` (default 0: off) is the share of searches shown with one random adjacent pair swapped, drawn
+from ``explore_seed`` (:mod:`toolret.gateway.explore`); its receipts carry each shown tool's propensity.
 Errors are :class:`CatalogError` naming the file and the key.
 
 ``adapt`` names where the catalog's ``toolret adapt`` champion is: an adapt out-dir (its ``champion/``), a
@@ -92,6 +94,8 @@ class GatewayConfig:
     relist_s: float = 300.0    # re-list every server this often besides its change notifications (0: never)
     backoff_min_s: float = 1.0
     backoff_max_s: float = 60.0
+    explore: float = 0.0       # share of searches shown with one adjacent pair swapped (toolret.gateway.explore)
+    explore_seed: int = 0
     source: str = field(default="flags", compare=False)
 
     def __post_init__(self) -> None:
@@ -104,6 +108,8 @@ class GatewayConfig:
                 raise CatalogError(f"{self.source}: {key} must be positive")
         if self.heartbeat_s < 0 or self.relist_s < 0 or self.backoff_max_s < self.backoff_min_s:
             raise CatalogError(f"{self.source}: heartbeat_s >= 0, relist_s >= 0 and backoff_max_s >= backoff_min_s")
+        if not 0 <= self.explore <= 1:
+            raise CatalogError(f"{self.source}: explore {self.explore!r} must be a share of searches in [0, 1]")
 
     def server(self, name: str) -> ServerConfig:
         return next(s for s in self.servers if s.name == name)
@@ -111,7 +117,7 @@ class GatewayConfig:
 
 _SERVER_KEYS = {"name", "command", "args", "env", "cwd", "url", "category"}
 _TOP_KEYS = {"servers", "pipeline", "index", "adapt", "params", "timeout_s", "call_timeout_s", "heartbeat_s", "relist_s",
-             "backoff_min_s", "backoff_max_s"}
+             "backoff_min_s", "backoff_max_s", "explore", "explore_seed"}
 
 
 def server_from_dict(entry: Any, where: str) -> ServerConfig:
@@ -143,9 +149,13 @@ def config_from_dict(data: Any, source: str = "config") -> GatewayConfig:
     if not isinstance(servers, list):
         raise CatalogError(f"{source}: servers must be a list")
     extra = {k: data[k] for k in _TOP_KEYS - {"servers"} if data.get(k) is not None}
-    for k in ("timeout_s", "call_timeout_s", "heartbeat_s", "relist_s", "backoff_min_s", "backoff_max_s"):
+    for k, kind in {**dict.fromkeys(("timeout_s", "call_timeout_s", "heartbeat_s", "relist_s", "backoff_min_s",
+                                     "backoff_max_s", "explore"), float), "explore_seed": int}.items():
         if k in extra:
-            extra[k] = float(extra[k])
+            try:
+                extra[k] = kind(extra[k])
+            except (TypeError, ValueError):
+                raise CatalogError(f"{source}: {k} {extra[k]!r} is not a number") from None
     return GatewayConfig(servers=tuple(server_from_dict(s, f"{source}: servers[{i}]") for i, s in enumerate(servers)),
                          source=source, **extra)
 

@@ -15,7 +15,8 @@ are stopped). Tools arrive in the :class:`~toolret.gateway.tool_index.GatewayInd
   stamp aside) -- a tool error stays a tool error -- and its protocol errors (:class:`mcp.MCPError`) raised
   unchanged; an unknown or ambiguous name or a down server raise :class:`GatewayError`.
 
-Both write a receipt (:mod:`toolret.gateway.receipts`) when the gateway has a log; ``session`` keys the
+A config's ``explore`` share of searches is shown with one adjacent pair swapped
+(:mod:`toolret.gateway.explore`). Both write a receipt (:mod:`toolret.gateway.receipts`) when the gateway has a log; ``session`` keys the
 "shown in an earlier search" memory of calls (the MCP face passes the MCP session).
 
 The pipeline (:func:`choose_pipeline`, logged and in :meth:`Gateway.status`): the config's ``index`` where
@@ -39,6 +40,7 @@ from toolret.adapt import resolve_index
 from toolret.config import load_params
 from toolret.errors import CatalogError, GatewayError, ServerDown
 from toolret.gateway.config import NAME_RE, GatewayConfig
+from toolret.gateway.explore import Explorer
 from toolret.gateway.receipts import ReceiptLog
 from toolret.gateway.tool_index import GatewayIndex, SearchRequest
 from toolret.gateway.upstream import Upstream
@@ -174,6 +176,7 @@ class Gateway:
         self.receipts = ReceiptLog(receipts) if isinstance(receipts, (str, Path)) else receipts
         self._shown: dict[str, set[str]] = defaultdict(set)
         self._batches = SearchBatches(self.index)
+        self.explorer = Explorer(config.explore, config.explore_seed)
         self._tg: Any = None
         self.closed = anyio.Event()  # set once __aexit__ has stopped every server
 
@@ -249,12 +252,13 @@ class Gateway:
         down = self.down()
         hits, withheld = await self._batches.search(
             SearchRequest(query, k, min_score, server, category, frozenset(down)))
+        hits, explored = self.explorer.show(hits)
         latency = round((time.perf_counter() - start) * 1000, 2)
         self._shown[session].update(h["tool_id"] for h in hits)
         if self.receipts is not None:
             self.receipts.write("search", caller=caller, session=session, query=query, k=k, min_score=min_score,
                                 server=server, category=category,
-                                shown=[{"id": h["tool_id"], "score": h["score"]} for h in hits],
+                                **(explored or {"shown": [{"id": h["tool_id"], "score": h["score"]} for h in hits]}),
                                 withheld=withheld, latency_ms=latency)
         return {"query": query, "pipeline": self.index.pipeline_name, "n_tools": len(self.index), "hits": hits,
                 "withheld": withheld, "servers_down": sorted(down)}
