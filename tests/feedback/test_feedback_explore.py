@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from toolret.errors import CatalogError
-from toolret.feedback import build_feedback
+from toolret.feedback.query_set import build_feedback
 from toolret.gateway import Gateway, config_from_dict
 from toolret.gateway.explore import Explorer, exposure
 from toolret.gateway.receipts import read_receipts

@@ -12,8 +12,9 @@ from receipt_lines import call, search, write
 from toolret.catalog.model import Catalog, Query, Tool
 from toolret.cli import main
 from toolret.errors import CatalogError
-from toolret.feedback import build_feedback, load_feedback, read_clicks
-from toolret.feedback.query_set import held_out_catalog, query_id, with_feedback
+from toolret.feedback.clicks import read_clicks
+from toolret.feedback.labelled_set import held_out_catalog, load_feedback, with_feedback
+from toolret.feedback.query_set import build_feedback, query_id
 
 
 def test_a_call_is_credited_to_the_latest_search_of_its_session_that_showed_the_tool(tmp_path: Path) -> None:
