@@ -462,7 +462,7 @@ def cmd_adapt(args: argparse.Namespace) -> None:
                          base_url=args.llm_base_url)
     report = adapt(args.catalog, args.out, queries=args.queries, budget=args.budget, generator=spec, n=args.n,
                    params=_params(args), register=not args.no_register, retrain=args.retrain,
-                   shard_prompts=args.shard_prompts,
+                   shard_prompts=args.shard_prompts, feedback=args.feedback,
                    say=lambda m: print(m, file=sys.stderr, flush=True))
     print(json.dumps({"champion": report["selection"]["champion"], "why": report["selection"]["why"],
                       "index": str(Path(args.out) / "champion"), "seconds": report["seconds"],
@@ -649,6 +649,9 @@ def build_parser() -> argparse.ArgumentParser:
     ad.add_argument("--llm-base-url", help="an OpenAI-compatible server writes the requests instead")
     ad.add_argument("--shard-prompts", type=int, default=50, help="tools per generation shard (resume unit)")
     ad.add_argument("--retrain", action="store_true", help="retrain the adapter even if few tools changed")
+    ad.add_argument("--feedback", metavar="DIR", help="a toolret feedback folder: its positives trained on "
+                    "(inverse-propensity weighted, and unweighted as dense-ft-plain); its held-out queries choose "
+                    "the champion where there are at least 50")
     ad.add_argument("--no-register", action="store_true", help="do not log to MLflow / register the champion")
     ad.set_defaults(func=cmd_adapt)
 

@@ -9,6 +9,9 @@
    all of dev where a catalog has fewer than ``MIN_SELECT`` of them), a fused candidate preferred to a
    single-side best it ties with (:func:`choose_champion`); a trained candidate must beat the best untrained
    one with a paired p < 0.05 there, else the best untrained one stays champion and the report says so;
+   With a ``toolret feedback`` folder (``feedback``), its held-out queries choose instead where there are at
+   least ``MIN_FEEDBACK_QUERIES`` (:mod:`toolret.adapt.feedback_selection`), and its training positives are
+   trained on with the synthetic requests (dense-ft weighted by inverse propensity, dense-ft-plain not);
 4. with labelled queries (``queries``): every candidate's served index scored on them, with 95% CIs and a
    paired test against bm25 / dense / hybrid -- reported, never used for the choice;
 5. the champion's index written to ``<out>/champion`` (replaced atomically: a half-built champion is never
@@ -31,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from toolret.adapt.candidates import BASELINES, BUDGETS, UNTRAINED, candidates, with_weight_of
+from toolret.adapt.feedback_selection import feedback_selection
 from toolret.adapt.synthetic import (GOAL_JOB, HOLDOUT, GeneratorSpec, generate, generate_multi, goal_tools,
                                      holdout_units, multi_groups, split_queries)
 from toolret.adapt.user_catalog import catalog_fingerprint, load_tools, tool_fingerprints
@@ -40,6 +44,7 @@ from toolret.catalog.model import Catalog
 from toolret.config import load_params
 from toolret.errors import AdaptInputError
 from toolret.evaluation import evaluate_retriever
+from toolret.feedback.labelled_set import HELD_OUT, held_out_catalog, load_feedback, with_feedback
 from toolret.metrics import paired_test
 from toolret.paths import portable_path, project_dir
 from toolret.roles import Corpus
@@ -137,8 +142,10 @@ def restrict(per_query: dict[str, np.ndarray], ids: set[str] | None) -> dict[str
 
 
 def choose_champion(per_query: dict[str, dict[str, np.ndarray]], kinds: dict[str, str],
-                    metric: str = SELECT_METRIC, fused: frozenset[str] | set[str] = frozenset()) -> tuple[str, str]:
-    """``(champion, why)`` from per-query dev scores only (of the selection queries).
+                    metric: str = SELECT_METRIC, fused: frozenset[str] | set[str] = frozenset(),
+                    on: str = "dev") -> tuple[str, str]:
+    """``(champion, why)`` from per-query scores of the selection queries only (``on``: what they are, for
+    the reasons: synthetic ``dev``, or the held-out feedback).
 
     1. The best candidate by mean ``metric``; where it has one side only and a trained or expanded ``fused``
        candidate (a lexical and a dense side) is not worse than it with paired p < :data:`ALPHA` and passes 2.,
@@ -162,13 +169,13 @@ def choose_champion(per_query: dict[str, dict[str, np.ndarray]], kinds: dict[str
     def passes(n: str) -> bool:
         return kinds[n] == "untrained" or _paired(per_query[n][metric], per_query[best_untrained][metric]) < ALPHA
 
-    pick, how = best, f"{best} is the best on dev ({metric} {score[best]:.3f})"
+    pick, how = best, f"{best} is the best on {on} ({metric} {score[best]:.3f})"
     if best not in fused:
         tied = [n for n in fused if n in score and kinds[n] != "untrained" and passes(n)
                 and _paired(per_query[n][metric], per_query[best][metric]) >= ALPHA]
         if tied:
             pick = top(tied)
-            how = (f"{pick} ({score[pick]:.3f}) is not worse on dev than the best single-side {best} "
+            how = (f"{pick} ({score[pick]:.3f}) is not worse on {on} than the best single-side {best} "
                    f"({score[best]:.3f}, paired p {_paired(per_query[pick][metric], per_query[best][metric])}): "
                    f"the fused one is kept")
     if kinds[pick] == "untrained":
@@ -178,7 +185,7 @@ def choose_champion(per_query: dict[str, dict[str, np.ndarray]], kinds: dict[str
         return pick, (f"{how}; it beats the best untrained {best_untrained} ({metric} {score[pick]:.3f} vs "
                       f"{score[best_untrained]:.3f}, paired p {p})")
     return best_untrained, (f"nothing trained helps significantly: {pick} {score[pick]:.3f} vs "
-                            f"{best_untrained} {score[best_untrained]:.3f} on dev (paired p {p}); "
+                            f"{best_untrained} {score[best_untrained]:.3f} on {on} (paired p {p}); "
                             f"the untrained {best_untrained} stays champion")
 
 
@@ -196,8 +203,12 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
           generator: GeneratorSpec | None = None, n: int | None = None, params: Any = None, llm: Any = None,
           seed: int = 13, finetune_overrides: dict[str, Any] | None = None, register: bool = True,
           tracking_uri: str | None = None, retrain: bool = False, shard_prompts: int = 50,
-          say=print) -> dict[str, Any]:
+          feedback: str | Path | None = None, say=print) -> dict[str, Any]:
     """Adapt a retriever to the catalog at ``catalog_dir``; the champion lands in ``<out>/champion``.
+
+    ``feedback``: a ``toolret feedback`` folder: its training positives are trained on with the synthetic
+    requests (dense-ft inverse-propensity weighted, dense-ft-plain unweighted; the adapter is retrained), and
+    its held-out queries choose the champion where there are enough (:mod:`toolret.adapt.feedback_selection`).
 
     Returns the report (also ``<out>/adapt_report.json`` and the champion's model card).
 
@@ -218,6 +229,7 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
     fingerprint = catalog_fingerprint(tools)
     fps = tool_fingerprints(tools)
     labelled = _labelled(queries, tools) if queries else None  # read (and checked) before any cost
+    fb = load_feedback(feedback, tools.tool_ids) if feedback else None
     previous = _previous(out)
     changes = _changes(previous, fps)
     say(f"adapt: {tools.name}: {len(tools.tools)} tools (fingerprint {fingerprint[:12]}); "
@@ -239,10 +251,16 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
     expand_with = expansion_requests(synthetic, gen.per_tool, goal_selection=as_served)
 
     work = out / "work"
-    reuse = _reuse_adapter(previous, changes, len(fps), retrain, work)
+    reuse = fb is None and _reuse_adapter(previous, changes, len(fps), retrain, work)  # feedback: new data
     if not reuse:
         shutil.rmtree(work / "dense-ft", ignore_errors=True)
-    pool = candidates(tools, params, work, budget, n, finetune_overrides, reuse_adapter=reuse)
+        shutil.rmtree(work / "dense-ft-plain", ignore_errors=True)
+    trained_on = (with_feedback(synthetic, fb, weighted=True), with_feedback(synthetic, fb, weighted=False)) \
+        if fb else None
+    pool = candidates(tools, params, work, budget, n, finetune_overrides, reuse_adapter=reuse, feedback=trained_on)
+    on_feedback, feedback_why = feedback_selection(len(fb.split(HELD_OUT))) if fb else (False, None)
+    held_catalog = held_out_catalog(tools, fb) if on_feedback else None
+    held_pq: dict[str, dict[str, np.ndarray]] = {}
     kinds = {c.name: c.kind for c in pool}
     dev, dev_pq, pipelines, cost = {}, {}, {}, {}
     for cand in pool:
@@ -257,12 +275,20 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
         dev[cand.name], dev_pq[cand.name] = _evaluate(pipe, synthetic, "dev", cand.name)
         chosen_on = restrict(dev_pq[cand.name], select_ids)
         dev[cand.name]["selection"] = {m: round(float(np.mean(chosen_on[m])), 4) for m in ("ndcg@5", "recall@5")}
+        if held_catalog is not None:  # the held-out feedback: in no index, never trained on
+            dev[cand.name]["feedback"], held_pq[cand.name] = _evaluate(pipe, held_catalog, "test", cand.name)
+            dev[cand.name]["selection"] = {m: dev[cand.name]["feedback"]["metrics"][m] for m in ("ndcg@5", "recall@5")}
         pipelines[cand.name] = pipe
         cost[cand.name] = round(time.perf_counter() - t0, 1)
-        say(f"adapt: {cand.name:13s} dev {SELECT_METRIC} {dev[cand.name]['metrics'][SELECT_METRIC]:.3f}, on the "
+        say(f"adapt: {cand.name:14s} dev {SELECT_METRIC} {dev[cand.name]['metrics'][SELECT_METRIC]:.3f}, on the "
             f"selection requests {dev[cand.name]['selection'][SELECT_METRIC]:.3f} ({cost[cand.name]} s)")
-    champion, why = choose_champion({c: restrict(pq, select_ids) for c, pq in dev_pq.items()}, kinds,
-                                    fused={c.name for c in pool if c.fused})
+    choice_scores = held_pq if on_feedback else {c: restrict(pq, select_ids) for c, pq in dev_pq.items()}
+    champion, why = choose_champion(choice_scores, kinds, fused={c.name for c in pool if c.fused},
+                                    on="the held-out feedback" if on_feedback else "dev")
+    if on_feedback:
+        select_split = feedback_why
+    elif fb is not None:
+        select_split = f"{select_split}; {feedback_why}"
     say(f"adapt: champion {champion}: {why}")
 
     # served indexes: expansion with every request (dev tools' included; as measured where chosen on goal-style)
@@ -289,6 +315,13 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
                                  "generated_this_run": multi.samples_generated, "seconds": multi.seconds,
                                  "unparsed": multi.unparsed}},
         "training_data": split_info, "changes": changes, "adapter_reused": reuse,
+        "feedback": None if fb is None else {
+            "folder": fb.folder, "train_queries": len(fb.split("train")),
+            "train_pairs": sum(len(fb.weights[q.id]) for q in fb.split("train")),
+            "held_out_queries": len(fb.split(HELD_OUT)), "pairs_of_tools_not_in_the_catalog": fb.dropped,
+            "chose_the_champion": on_feedback, "why": feedback_why,
+            "trained": "dense-ft (and the candidates on it): inverse-propensity weighted (clipped) by replication; "
+                       "dense-ft-plain: unweighted"},
         "selection": {"metric": SELECT_METRIC, "split": select_split, "champion": champion, "why": why,
                       "kinds": kinds, "expansion_measured_as_served": as_served},
         "dev": dev, "labelled": labelled_results, "candidate_seconds": cost,
@@ -356,6 +389,9 @@ def model_card_markdown(report: dict[str, Any]) -> str:
              f"Tool retriever adapted by `toolret adapt` to {c['n_tools']} tools (catalog fingerprint "
              f"`{c['fingerprint'][:16]}`), budget `{report['budget']}`.", "",
              f"**Chosen on** {sel['split']} ({sel['metric']}): {sel['why']}.", "",
+             *([f"**Feedback** ({report['feedback']['folder']}): {report['feedback']['train_queries']} agents' "
+                f"queries trained on, {report['feedback']['held_out_queries']} held out; "
+                f"{report['feedback']['why']}.", ""] if report.get("feedback") else []),
              f"**Training data**: {report['requests_per_tool']} requests per tool written by "
              f"`{report['generator'].get('model')}` ({report['generator'].get('engine')}); "
              + ", ".join(f"{k} {v}" for k, v in report["training_data"].items()) + ".", "",
