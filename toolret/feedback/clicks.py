@@ -10,6 +10,9 @@ tool that were not clicked after that search are its ``skipped``. A call of a to
 session showed is counted, not credited. A call the tool answered with an error still is the agent's choice
 and counts; a call the gateway refused (``error``: an unknown tool, a down server) does not.
 
+An interleaved search (``interleave`` in its receipt) gives its clicks the ``team`` of the shown entry
+(:mod:`toolret.feedback.interleaving`).
+
 Receipts written before ranks and propensities were (``shown``: ``[{"id", "score"}]``) are read as ranked
 in their order and weighed by the default model.
 """
@@ -40,6 +43,8 @@ class Click:
     propensity: float
     source: str
     skipped: list[str] = field(default_factory=list)
+    team: str | None = None  # interleaved search: the team that showed the tool (toolret.feedback.interleaving)
+    interleave: dict[str, Any] | None = None  # interleaved search: the receipt's ``interleave`` (the two models)
 
 
 @dataclass
@@ -119,7 +124,10 @@ def read_clicks(logs: list[str | Path], eta: float = DEFAULT_ETA) -> tuple[list[
                                 propensity=float(entry["propensity"]) if from_receipt
                                 else examination_propensity(rank, eta),
                                 source="receipt" if from_receipt else "model",
-                                skipped=[t for t in s.ids[:place] if t not in s.clicked]))
+                                skipped=[t for t in s.ids[:place] if t not in s.clicked],
+                                team=entry.get("team") if isinstance(s.rec.get("interleave"), dict) else None,
+                                interleave=s.rec["interleave"] if isinstance(s.rec.get("interleave"), dict)
+                                else None))
     return clicks, counts
 
 
