@@ -25,6 +25,7 @@ from toolret.config import apply_overrides, load_params, params_source
 from toolret.errors import CatalogError, ToolretError
 from toolret.evaluation import (commit_record_run, evaluate_retriever, grid_summary, provenance, record_fields,
                                 run_path_for, write_result)
+from toolret.adapt.promote_cli import add_commands as promote_commands
 from toolret.feedback.cli import add_commands as feedback_commands
 from toolret.gateway.cli import add_commands as gateway_commands
 from toolret.jsonl_artifacts import write_rewrites
@@ -465,7 +466,8 @@ def cmd_adapt(args: argparse.Namespace) -> None:
                    shard_prompts=args.shard_prompts, feedback=args.feedback,
                    say=lambda m: print(m, file=sys.stderr, flush=True))
     print(json.dumps({"champion": report["selection"]["champion"], "why": report["selection"]["why"],
-                      "index": str(Path(args.out) / "champion"), "seconds": report["seconds"],
+                      "role": report.get("role", "champion"),
+                      "index": str(Path(args.out) / report.get("role", "champion")), "seconds": report["seconds"],
                       "generated_this_run": report["generation"]["generated_this_run"],
                       **({"registered": report["mlflow"]["uri"]} if report.get("mlflow") else {})}, indent=1))
 
@@ -538,7 +540,7 @@ def cmd_datasets(args: argparse.Namespace) -> None:
 
 # `toolret --help` lists the commands by what a user does; plumbing (what DVC stages and long jobs run) last
 COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
-    "Your tools": ("import-openapi", "import-mcp", "catalog", "adapt", "feedback"),
+    "Your tools": ("import-openapi", "import-mcp", "catalog", "adapt", "feedback", "promote"),
     "Search and serve": ("index", "serve", "mcp", "gateway", "receipts"),
     "Evaluate and compare": ("evaluate", "evaluate-grid", "report", "reproduce", "datasets"),
     "Plumbing (DVC stages, long jobs)": ("fit", "rewrite", "generate-shards", "evaluate-index", "report-ablations",
@@ -807,6 +809,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     gateway_commands(sub)
     feedback_commands(sub)
+    promote_commands(sub)
 
     sl = sub.add_parser("serve-llm", help="serve a local LLM engine over the OpenAI API (for llm_engine: openai)")
     sl.add_argument("--engine", default="transformers", choices=["transformers", "llama.cpp"])

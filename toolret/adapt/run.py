@@ -16,7 +16,9 @@
    paired test against bm25 / dense / hybrid -- reported, never used for the choice;
 5. the champion's index written to ``<out>/champion`` (replaced atomically: a half-built champion is never
    there) with its model card (``model_card.json``, ``MODEL_CARD.md``), logged to MLflow and registered with
-   the alias ``champion``.
+   the alias ``champion`` -- or, where the registry already holds a champion of the catalog, to
+   ``<out>/challenger`` with the alias ``challenger`` (:mod:`toolret.adapt.champions`; ``toolret promote``
+   decides).
 
 Re-adapting a changed catalog reuses every generation of an unchanged tool (same prompt, same shard) and,
 while the catalog changed by at most ``REUSE_FRACTION`` of its tools, the trained adapter (the new tools are
@@ -33,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from toolret.adapt.champions import CHALLENGER, CHAMPION, model_name, role_for
 from toolret.adapt.candidates import BASELINES, BUDGETS, UNTRAINED, candidates, with_weight_of
 from toolret.adapt.feedback_selection import feedback_selection
 from toolret.adapt.synthetic import (GOAL_JOB, HOLDOUT, GeneratorSpec, generate, generate_multi, goal_tools,
@@ -329,7 +332,12 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
     }
     champion_pipe = final[champion]
     champion_pipe.catalog_info = {"name": tools.name, "n_tools": len(tools.tools), "fingerprint": fingerprint}
-    with atomic_directory(out / "champion") as tmp:
+    role = role_for(get_client(tracking_uri), tools.name) if register else CHAMPION
+    report["role"] = role  # the registry alias (and folder) of this adapt's model (toolret.adapt.champions)
+    if role == CHALLENGER:
+        say(f"adapt: {tools.name} has a registered champion: this model is the challenger "
+            f"(toolret promote --catalog {tools.name} decides)")
+    with atomic_directory(out / role) as tmp:
         champion_pipe.save(tmp / "index")
         for item in (tmp / "index").iterdir():  # the champion folder is the servable index itself
             shutil.move(str(item), tmp / item.name)
@@ -338,9 +346,9 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
         (tmp / "MODEL_CARD.md").write_text(model_card_markdown(report), encoding="utf-8")
     write_json(out / "adapt_report.json", report)
     if register:
-        report["mlflow"] = log_and_register(out, report, tracking_uri)
+        report["mlflow"] = log_and_register(out, report, tracking_uri, role=role)
         write_json(out / "adapt_report.json", report)
-    say(f"adapt: champion {champion} written to {out / 'champion'} ({report['seconds']} s in all)")
+    say(f"adapt: {role} {champion} written to {out / role} ({report['seconds']} s in all)")
     return report
 
 
@@ -419,9 +427,11 @@ def model_card_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def log_and_register(out: Path, report: dict[str, Any], tracking_uri: str | None = None) -> dict[str, Any]:
+def log_and_register(out: Path, report: dict[str, Any], tracking_uri: str | None = None,
+                     role: str = CHAMPION) -> dict[str, Any]:
     """An MLflow run of the adapt (params, dev and labelled metrics, the card) and a registered model
-    version of the champion with the alias ``champion``, linked to the run."""
+    version of the model in ``<out>/<role>`` with the alias ``role`` (``champion``, or ``challenger`` while
+    a champion exists: :mod:`toolret.adapt.champions`), linked to the run."""
 
     client = get_client(tracking_uri)
     exp = get_or_create_experiment(client, EXPERIMENT)
@@ -441,22 +451,24 @@ def log_and_register(out: Path, report: dict[str, Any], tracking_uri: str | None
         for m in ("ndcg@5", "recall@5"):
             client.log_metric(rid, f"labelled_{m.replace('@', '_at_')}/{cand}", r["metrics"][m])
     client.log_metric(rid, "seconds", report["seconds"])
-    client.log_artifact(rid, str(out / "champion" / "MODEL_CARD.md"))
+    client.log_param(rid, "role", role)
+    client.log_artifact(rid, str(out / role / "MODEL_CARD.md"))
     client.set_terminated(rid)
     from mlflow.exceptions import MlflowException
 
-    model = f"adapt-{name}"
+    model = model_name(name)
     try:
         client.get_registered_model(model)
     except MlflowException:
         client.create_registered_model(model, description=f"`toolret adapt` champions of the catalog {name}")
-    source = portable_path(str((out / "champion").resolve()))
+    source = portable_path(str((out / role).resolve()))
     mv = client.create_model_version(model, source=source, run_id=rid,
-                                     description=(out / "champion" / "MODEL_CARD.md").read_text(encoding="utf-8"),
+                                     description=(out / role / "MODEL_CARD.md").read_text(encoding="utf-8"),
                                      tags={"fingerprint": report["catalog"]["fingerprint"][:16],
-                                           "candidate": report["selection"]["champion"]})
-    client.set_registered_model_alias(model, "champion", mv.version)
-    return {"run_id": rid, "model": model, "version": str(mv.version), "uri": f"models:/{model}@champion"}
+                                           "candidate": report["selection"]["champion"], "role": role})
+    client.set_registered_model_alias(model, role, mv.version)
+    return {"run_id": rid, "model": model, "version": str(mv.version), "uri": f"models:/{model}@{role}",
+            "role": role}
 
 
 def resolve_index(ref: str, tracking_uri: str | None = None) -> str:
