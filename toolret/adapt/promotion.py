@@ -32,11 +32,15 @@ from typing import Any
 import numpy as np
 
 from toolret.adapt.champions import CHALLENGER, CHAMPION, PREVIOUS, alias_version, model_name
+from toolret.adapt.run import EXPERIMENT, evaluate_pipeline
 from toolret.atomic import atomic_directory
 from toolret.catalog.model import Catalog, Tool
 from toolret.errors import ToolretError
+from toolret.feedback.interleaving import interleaving_credit, interleaving_verdict
+from toolret.feedback.labelled_set import HELD_OUT, held_out_catalog, load_feedback
 from toolret.metrics import paired_test
 from toolret.paths import portable_path, project_dir
+from toolret.pipeline import Pipeline
 from toolret.tracking import get_client, get_or_create_experiment
 
 ALPHA = 0.05
@@ -71,10 +75,6 @@ def feedback_verdict(champion: str | Path, challenger: str | Path, feedback: str
         CatalogError: a feedback folder that is not one (naming the file);
         ToolretError: an index without its tools.
     """
-    from toolret.adapt.run import _evaluate
-    from toolret.feedback.labelled_set import HELD_OUT, held_out_catalog, load_feedback
-    from toolret.pipeline import Pipeline
-
     pipes = {role: Pipeline.load(folder) for role, folder in ((CHAMPION, champion), (CHALLENGER, challenger))}
     tools = {role: _tools(pipe, Path(folder)) for (role, pipe), folder in zip(pipes.items(), (champion, challenger))}
     common = [t for t in tools[CHAMPION].tool_ids if t in set(tools[CHALLENGER].tool_ids)]
@@ -85,7 +85,7 @@ def feedback_verdict(champion: str | Path, challenger: str | Path, feedback: str
         if not held.split(HELD_OUT):
             scores[role] = np.array([])
             continue
-        _, per_query = _evaluate(pipe, held, HELD_OUT, role)
+        _, per_query = evaluate_pipeline(pipe, held, HELD_OUT, role)
         scores[role] = per_query[metric]
     a, b = scores[CHALLENGER], scores[CHAMPION]
     n = len(a)
@@ -134,9 +134,6 @@ def promote(catalog: str, *, feedback: str | Path | None = None, receipts: list[
     Raises:
         ToolretError: no evidence given, no champion or no challenger registered, a folder that is gone.
     """
-    from toolret.adapt.run import EXPERIMENT
-    from toolret.feedback.interleaving import interleaving_credit, interleaving_verdict
-
     if feedback is None and not receipts:
         raise ToolretError("toolret promote: give --feedback DIR (held-out feedback) and/or --receipts LOG "
                            "(interleaved searches)")

@@ -67,7 +67,7 @@ CARD = "model_card.json"
 EXPERIMENT = "toolret-adapt"
 
 
-def _evaluate(pipeline, catalog, split: str, name: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def evaluate_pipeline(pipeline, catalog, split: str, name: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The summary of ``pipeline`` on ``split`` and its per-query scores by metric (``"query_id"``: their ids)."""
 
     result, rows = evaluate_retriever(pipeline, catalog, method=name, docs="original", ks=KS, k_max=max(KS),
@@ -275,11 +275,11 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
             say("adapt: dense-ft: the previous adapter is kept (few tools changed; they are unseen tools for it)")
         pipe.fit(synthetic)
         pipe.index(Corpus.from_catalog(tools))
-        dev[cand.name], dev_pq[cand.name] = _evaluate(pipe, synthetic, "dev", cand.name)
+        dev[cand.name], dev_pq[cand.name] = evaluate_pipeline(pipe, synthetic, "dev", cand.name)
         chosen_on = restrict(dev_pq[cand.name], select_ids)
         dev[cand.name]["selection"] = {m: round(float(np.mean(chosen_on[m])), 4) for m in ("ndcg@5", "recall@5")}
         if held_catalog is not None:  # the held-out feedback: in no index, never trained on
-            dev[cand.name]["feedback"], held_pq[cand.name] = _evaluate(pipe, held_catalog, "test", cand.name)
+            dev[cand.name]["feedback"], held_pq[cand.name] = evaluate_pipeline(pipe, held_catalog, "test", cand.name)
             dev[cand.name]["selection"] = {m: dev[cand.name]["feedback"]["metrics"][m] for m in ("ndcg@5", "recall@5")}
         pipelines[cand.name] = pipe
         cost[cand.name] = round(time.perf_counter() - t0, 1)
@@ -383,7 +383,7 @@ def _reuse_adapter(previous, changes: dict[str, int], n_tools: int, retrain: boo
 def _score_labelled(final: dict[str, Any], labelled) -> dict[str, Any]:
     results, pq = {}, {}
     for name, pipe in final.items():
-        results[name], pq[name] = _evaluate(pipe, labelled, "test", name)
+        results[name], pq[name] = evaluate_pipeline(pipe, labelled, "test", name)
     for name in results:
         results[name]["vs"] = {b: {m: _paired(pq[name][m], pq[b][m]) for m in pq[name] if m != "query_id"}
                                for b in BASELINES if b in pq and b != name}
@@ -489,5 +489,5 @@ def resolve_index(ref: str, tracking_uri: str | None = None) -> str:
 
 
 __all__ = ["ALPHA", "CARD", "EXPERIMENT", "MIN_SELECT", "SELECT_METRIC", "SELECT_SUBSET", "SELECT_TARGET", "adapt",
-           "choose_champion", "dev_breakdown", "expansion_requests", "goal_requests_per_tool", "log_and_register",
+           "choose_champion", "dev_breakdown", "evaluate_pipeline", "expansion_requests", "goal_requests_per_tool", "log_and_register",
            "model_card_markdown", "resolve_index", "restrict", "selection_queries"]
