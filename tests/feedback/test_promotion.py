@@ -10,43 +10,14 @@ from pathlib import Path
 
 import pytest
 from receipt_lines import call, search, write
+from registered_models import WORDS, register as _register
 
-from toolret.adapt.champions import CHALLENGER, CHAMPION, alias_version, role_for
+from toolret.adapt.champions import CHALLENGER, CHAMPION, alias_version
+from toolret.adapt.run import EXPERIMENT
 from toolret.adapt.promotion import promote
-from toolret.adapt.run import EXPERIMENT, log_and_register
-from toolret.catalog.model import Catalog, Tool
-from toolret.config import load_params
 from toolret.errors import ToolretError
 from toolret.feedback.query_set import build_feedback
-from toolret.pipeline import Pipeline
-from toolret.retrieval.bm25 import BM25Retriever
-from toolret.roles import Corpus
 from toolret.tracking import get_client
-
-WORDS = ["weather forecast", "currency exchange", "send email", "calendar event", "translate text", "stock price",
-         "book flight", "moon phase"]
-
-
-def _save(folder: Path, catalog: str, shift: int) -> None:
-    """A BM25 index of the tools t0..t7 with tool i described by the words of tool i + shift (0: right)."""
-    tools = [Tool(id=f"t{i}", name=f"t{i}", docs={"original": f"{WORDS[(i + shift) % 8]}: a tool"})
-             for i in range(8)]
-    pipe = Pipeline(BM25Retriever(load_params().bm25), name="bm25")
-    cat = Catalog(catalog, tools, [], {})
-    pipe.fit(cat)
-    pipe.index(Corpus.from_catalog(cat))
-    pipe.save(folder)
-    (folder / "MODEL_CARD.md").write_text(f"# {catalog} shift {shift}\n")
-
-
-def _register(out: Path, catalog: str, shift: int, uri: str) -> dict:
-    role = role_for(get_client(uri), catalog)  # what adapt() decides before writing <out>/<role>
-    _save(out / role, catalog, shift)
-    report = {"catalog": {"name": catalog, "fingerprint": f"{shift:016d}", "n_tools": 8}, "budget": "fast",
-              "requests_per_tool": 1, "generator": {"model": "none"}, "selection": {"champion": "bm25"},
-              "dev": {"bm25": {"metrics": {"ndcg@5": 0.5, "recall@5": 0.5}}}, "seconds": 0.1}
-    return log_and_register(out, report, uri, role=role)
-
 
 def _feedback(tmp_path: Path) -> Path:
     recs = []

@@ -8,7 +8,12 @@ writes it to ``<out>/challenger`` (the champion's folder is left alone: gateways
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
+
+from toolret.paths import project_dir
+from toolret.tracking import get_client
 
 CHAMPION, CHALLENGER, PREVIOUS = "champion", "challenger", "previous"
 
@@ -34,4 +39,20 @@ def role_for(client: Any, catalog: str) -> str:
     return CHALLENGER if alias_version(client, model_name(catalog), CHAMPION) is not None else CHAMPION
 
 
-__all__ = ["CHALLENGER", "CHAMPION", "PREVIOUS", "alias_version", "model_name", "role_for"]
+def served_identity(folder: str | Path, alias: str, tracking_uri: str | None = None) -> str:
+    """How receipts name the model served from ``folder`` as ``alias``: ``adapt-<catalog>/<version>`` where
+    the registry's ``alias`` of the catalog (``pipeline.json``'s) is that folder, else the folder itself."""
+    folder = Path(folder)
+    try:
+        name = (json.loads((folder / "pipeline.json").read_text(encoding="utf-8")).get("catalog") or {}).get("name")
+        mv = alias_version(get_client(tracking_uri), model_name(name), alias) if name else None
+    except Exception:  # noqa: BLE001 - no registry here: the folder names it
+        mv = None
+    if mv is not None:
+        source = Path(mv.source)
+        if (source if source.is_absolute() else project_dir() / source).resolve() == folder.resolve():
+            return f"{model_name(name)}/{mv.version}"
+    return str(folder)
+
+
+__all__ = ["CHALLENGER", "CHAMPION", "PREVIOUS", "alias_version", "model_name", "role_for", "served_identity"]

@@ -18,6 +18,10 @@ or flags (:func:`config_from_flags`: ``--stdio NAME=COMMAND``, ``--http NAME=URL
 also notices a dead server; 0: off), ``backoff_min_s`` / ``backoff_max_s`` (reconnection, doubling).
 ``explore`` (default 0: off) is the share of searches shown with one random adjacent pair swapped, drawn
 from ``explore_seed`` (:mod:`toolret.gateway.explore`); its receipts carry each shown tool's propensity.
+``interleave`` (default 0: off) is the share of searches that interleave the ``adapt`` champion and its
+challenger (team draft, drawn from ``interleave_seed``; only where both resolve), the receipt naming the
+model that contributed each shown tool; ``adapt_poll_s`` (default 60; 0: never) is how often a running
+gateway re-resolves them and swaps to a promoted champion (:meth:`toolret.gateway.gateway.Gateway.refresh_adapted`).
 Errors are :class:`CatalogError` naming the file and the key.
 
 ``adapt`` names where the catalog's ``toolret adapt`` champion is: an adapt out-dir (its ``champion/``), a
@@ -96,6 +100,9 @@ class GatewayConfig:
     backoff_max_s: float = 60.0
     explore: float = 0.0       # share of searches shown with one adjacent pair swapped (toolret.gateway.explore)
     explore_seed: int = 0
+    interleave: float = 0.0    # share of searches interleaving the adapt champion and challenger (team draft)
+    interleave_seed: int = 0
+    adapt_poll_s: float = 60.0  # re-resolve the adapt champion / challenger this often; swap when changed (0: never)
     source: str = field(default="flags", compare=False)
 
     def __post_init__(self) -> None:
@@ -108,8 +115,11 @@ class GatewayConfig:
                 raise CatalogError(f"{self.source}: {key} must be positive")
         if self.heartbeat_s < 0 or self.relist_s < 0 or self.backoff_max_s < self.backoff_min_s:
             raise CatalogError(f"{self.source}: heartbeat_s >= 0, relist_s >= 0 and backoff_max_s >= backoff_min_s")
-        if not 0 <= self.explore <= 1:
-            raise CatalogError(f"{self.source}: explore {self.explore!r} must be a share of searches in [0, 1]")
+        for key in ("explore", "interleave"):
+            if not 0 <= getattr(self, key) <= 1:
+                raise CatalogError(f"{self.source}: {key} {getattr(self, key)!r} must be a share of searches in [0, 1]")
+        if self.adapt_poll_s < 0:
+            raise CatalogError(f"{self.source}: adapt_poll_s must be >= 0 (0: never)")
 
     def server(self, name: str) -> ServerConfig:
         return next(s for s in self.servers if s.name == name)
@@ -117,7 +127,8 @@ class GatewayConfig:
 
 _SERVER_KEYS = {"name", "command", "args", "env", "cwd", "url", "category"}
 _TOP_KEYS = {"servers", "pipeline", "index", "adapt", "params", "timeout_s", "call_timeout_s", "heartbeat_s", "relist_s",
-             "backoff_min_s", "backoff_max_s", "explore", "explore_seed"}
+             "backoff_min_s", "backoff_max_s", "explore", "explore_seed", "interleave", "interleave_seed",
+             "adapt_poll_s"}
 
 
 def server_from_dict(entry: Any, where: str) -> ServerConfig:
@@ -150,7 +161,8 @@ def config_from_dict(data: Any, source: str = "config") -> GatewayConfig:
         raise CatalogError(f"{source}: servers must be a list")
     extra = {k: data[k] for k in _TOP_KEYS - {"servers"} if data.get(k) is not None}
     for k, kind in {**dict.fromkeys(("timeout_s", "call_timeout_s", "heartbeat_s", "relist_s", "backoff_min_s",
-                                     "backoff_max_s", "explore"), float), "explore_seed": int}.items():
+                                     "backoff_max_s", "explore", "interleave", "adapt_poll_s"), float),
+                    "explore_seed": int, "interleave_seed": int}.items():
         if k in extra:
             try:
                 extra[k] = kind(extra[k])
