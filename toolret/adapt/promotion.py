@@ -185,6 +185,22 @@ def _log_decision(client: Any, experiment: str, d: dict[str, Any]) -> str:
     return rid
 
 
+def champion_held_up(catalog: str, feedback: str | Path, tracking_uri: str | None = None) -> dict[str, Any]:
+    """The promoted champion against its predecessor (alias ``previous``) on the held-out (newest) feedback:
+    ``passed`` unless the champion's mean is lower with paired ``p < 0.05``; ``None`` verdict where there is
+    no predecessor or no feedback yet."""
+    client = get_client(tracking_uri)
+    champ = alias_version(client, model_name(catalog), CHAMPION)
+    prev = alias_version(client, model_name(catalog), PREVIOUS)
+    if champ is None or prev is None or not (Path(feedback) / "queries.jsonl").is_file():
+        return {"passed": True, "verdict": None, "why": "no promoted champion with a predecessor, or no feedback"}
+    v = feedback_verdict(version_folder(prev), version_folder(champ), feedback)  # "challenger" = the champion
+    worse = v["n"] and v["challenger_ndcg@5"] < v["champion_ndcg@5"] and v["p"] < v["alpha"]
+    return {"passed": not worse, "verdict": v,
+            "why": (f"champion v{champ.version} ndcg@5 {v['challenger_ndcg@5']} vs predecessor v{prev.version} "
+                    f"{v['champion_ndcg@5']} on {v['n']} held-out feedback queries (paired p {v['p']})")}
+
+
 def format_decision(d: dict[str, Any]) -> str:
     lines = [f"promote {d['catalog']}: {d['decision'].upper()} -- {d['why']}",
              f"  champion {d['champion']}, challenger {d['challenger']}"]
@@ -200,4 +216,4 @@ def format_decision(d: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ALPHA", "METRIC", "feedback_verdict", "format_decision", "promote", "version_folder", "version_id"]
+__all__ = ["ALPHA", "METRIC", "champion_held_up", "feedback_verdict", "format_decision", "promote", "version_folder", "version_id"]
