@@ -27,6 +27,8 @@ from toolret.config import apply_overrides, load_params, params_source
 from toolret.errors import CatalogError, ToolretError
 from toolret.evaluation import (commit_record_run, evaluate_retriever, grid_summary, provenance, record_fields,
                                 run_path_for, write_result)
+from toolret.adapt.promote_cli import add_commands as promote_commands
+from toolret.feedback.cli import add_commands as feedback_commands
 from toolret.gateway.cli import add_commands as gateway_commands
 from toolret.jsonl_artifacts import write_rewrites
 from toolret.llm.engines import build_generator
@@ -516,10 +518,11 @@ def cmd_adapt(args: argparse.Namespace) -> None:
                          base_url=args.llm_base_url)
     report = adapt(args.catalog, args.out, queries=args.queries, budget=args.budget, generator=spec, n=args.n,
                    params=_params(args), register=not args.no_register, retrain=args.retrain,
-                   shard_prompts=args.shard_prompts,
+                   shard_prompts=args.shard_prompts, feedback=args.feedback,
                    say=lambda m: print(m, file=sys.stderr, flush=True))
     print(json.dumps({"champion": report["selection"]["champion"], "why": report["selection"]["why"],
-                      "index": str(Path(args.out) / "champion"), "seconds": report["seconds"],
+                      "role": report.get("role", "champion"),
+                      "index": str(Path(args.out) / report.get("role", "champion")), "seconds": report["seconds"],
                       "generated_this_run": report["generation"]["generated_this_run"],
                       **({"registered": report["mlflow"]["uri"]} if report.get("mlflow") else {})}, indent=1))
 
@@ -593,7 +596,7 @@ def cmd_datasets(args: argparse.Namespace) -> None:
 
 # `toolret --help` lists the commands by what a user does; plumbing (what DVC stages and long jobs run) last
 COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
-    "Your tools": ("import-openapi", "import-mcp", "catalog", "adapt"),
+    "Your tools": ("import-openapi", "import-mcp", "catalog", "adapt", "feedback", "promote"),
     "Search and serve": ("index", "serve", "mcp", "gateway", "receipts"),
     "Evaluate and compare": ("evaluate", "evaluate-grid", "report", "reproduce", "datasets"),
     "Plumbing (DVC stages, long jobs)": ("fit", "rewrite", "generate-shards", "evaluate-index", "report-ablations",
@@ -734,6 +737,9 @@ def build_parser() -> argparse.ArgumentParser:
     ad.add_argument("--llm-base-url", help="an OpenAI-compatible server writes the requests instead")
     ad.add_argument("--shard-prompts", type=int, default=50, help="tools per generation shard (resume unit)")
     ad.add_argument("--retrain", action="store_true", help="retrain the adapter even if few tools changed")
+    ad.add_argument("--feedback", metavar="DIR", help="a toolret feedback folder: its positives trained on "
+                    "(inverse-propensity weighted, and unweighted as dense-ft-plain); its held-out queries choose "
+                    "the champion where there are at least 50")
     ad.add_argument("--no-register", action="store_true", help="do not log to MLflow / register the champion")
     force_option(ad, "write into an --out folder holding anything but a previous adapt run (nothing of it is "
                  "deleted; adapt adds generations/, work/, champion/, adapt_report.json)")
@@ -896,6 +902,8 @@ def build_parser() -> argparse.ArgumentParser:
     mc.set_defaults(func=cmd_mcp)
 
     gateway_commands(sub)
+    feedback_commands(sub)
+    promote_commands(sub)
 
     sl = sub.add_parser("serve-llm", help="serve a local LLM engine over the OpenAI API (for llm_engine: openai)")
     sl.add_argument("--engine", default="transformers", choices=["transformers", "llama.cpp"])

@@ -230,6 +230,15 @@ class GatewayIndex:
                 raise
             return dataclasses.replace(diff, tools=tuple(self._tools))
 
+    def adopt(self, other: GatewayIndex) -> None:
+        """Index ``other``'s current tools with this index's pipeline (a swap to another model: the tools stay)."""
+        with other._lock:
+            servers = {name: dict(tools) for name, tools in other._servers.items()}
+        with self._lock:
+            self._set(servers)
+            if self._tools:
+                self._reindex()
+
     def _reindex(self) -> None:
         tools = [t.tool for t in self._tools.values()]
         if not tools:
