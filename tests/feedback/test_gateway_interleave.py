@@ -94,6 +94,6 @@ def test_interleave_then_promote_then_swap(tmp_path: Path, monkeypatch, uri: str
 def test_interleave_is_a_share() -> None:
     with pytest.raises(CatalogError, match="interleave 1.5 must be a share"):
         config_from_dict({"interleave": 1.5, "servers": []}, "gw.yaml")
-    with pytest.raises(CatalogError, match="gw.yaml: interleave_seed 'x' is not a number"):
+    with pytest.raises(CatalogError, match="gw.yaml: interleave_seed: must be an integer, got 'x'"):
         config_from_dict({"interleave_seed": "x", "servers": []}, "gw.yaml")
     assert config_from_dict({"servers": []}).interleave == 0.0  # off unless configured
