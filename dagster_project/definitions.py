@@ -141,7 +141,7 @@ def build_definitions(project_dir: str | Path | None = None, translator: DvcTran
                      - dg.AssetSelection.groups(ADAPT_GROUP))
     return dg.Definitions(
         assets=assets,
-        asset_checks=build_checks(items, translator),
+        asset_checks=[*build_checks(items, translator), *adapt["checks"]],
         jobs=[dg.define_asset_job(ALL_JOB, selection=dg.AssetSelection.all() - dg.AssetSelection.groups(ADAPT_GROUP),
                                   config=retrain_config(items),
                                   description="Every DVC stage, check and report of the project (the full "

@@ -4,7 +4,7 @@
   templates a method declares (data), provenance, atomic writes, paths;
 - components: retrievers, rerankers, rewriters, LLM generation, the methods' science and their configs;
 - platform: the CLI, ``dvc.yaml`` generation (:mod:`toolret.stages`), MLflow tracking, serving, the gateway,
-  ``toolret adapt``, the reproduction matrix, the public facade (:mod:`toolret.api`).
+  ``toolret adapt``, ``toolret feedback``, the reproduction matrix, the public facade (:mod:`toolret.api`).
 
 A module's layer is that of the longest prefix below naming it. Imports are read by grimp (import-linter's
 graph), every import statement counted: those inside functions too.
@@ -33,7 +33,7 @@ LAYERS = {
     "toolret.catalog.synthetic": COMPONENTS,  # writes training catalogs with the LLM and BM25
     "toolret.cli": PLATFORM, "toolret.stages": PLATFORM, "toolret.tracking": PLATFORM, "toolret.serving": PLATFORM,
     "toolret.serve": PLATFORM, "toolret.gateway": PLATFORM, "toolret.adapt": PLATFORM, "toolret.reproduce": PLATFORM,
-    "toolret.api": PLATFORM, "toolret.agent_adapters": PLATFORM,
+    "toolret.api": PLATFORM, "toolret.agent_adapters": PLATFORM, "toolret.feedback": PLATFORM,
 }
 
 

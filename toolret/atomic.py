@@ -9,10 +9,12 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from toolret.errors import OutputExistsError
 
 
 def _umask() -> int:
@@ -67,6 +69,46 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def claim_output_dir(out: str | Path, command: str, *, force: bool, made_by: Callable[[Path], str | None],
+                     replace_own: bool = True, nouns: dict[str, str] | None = None) -> Path:
+    """The one rule of every command that writes a folder at ``--out`` (checked before any work):
+
+    - a missing or empty folder is written (what a DVC stage sees: DVC removes its outputs first);
+    - a folder holding a previous output of the same ``command`` is replaced (``replace_own``; the importers
+      pass ``False``: a re-import would drop the queries of an evaluation catalog);
+    - anything else -- files the command did not write, another command's output -- is refused naming the
+      folder, unless ``force``.
+
+    A previous output is recognised by the files the command itself writes (``made_by(folder)`` returns
+    the command that wrote it, or ``None``), never by a marker file: a marker inside a DVC output would
+    change its locked hash. The write itself goes through :func:`atomic_directory` (a temporary sibling
+    swapped in on success), so a failed or interrupted run leaves the old content whole.
+
+    Raises:
+        OutputExistsError: naming the folder, what it holds (``nouns[command]``, e.g. "a catalog", and the
+            command that wrote it) and ``--force``.
+    """
+    out = Path(out)
+    if not out.exists() and not out.is_symlink():
+        return out
+    if out.is_dir() and not any(out.iterdir()):
+        return out
+    if force:
+        return out
+    previous = made_by(out) if out.is_dir() else None
+    if previous == command and replace_own:
+        return out
+    if previous is not None:
+        held = (nouns or {}).get(previous, "the output")
+        held += "" if previous == command else f" of `toolret {previous}`"
+    elif out.is_dir():
+        names = sorted(p.name for p in out.iterdir())
+        held = f"files `toolret {command}` did not write ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+    else:
+        held = "a file, not a folder"
+    raise OutputExistsError(f"{out}: already holds {held}; pass --force to replace it, or choose another --out")
 
 
 @contextmanager

@@ -4,14 +4,16 @@ subcommands registered methods contribute (``Method.cli``)."""
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from toolret.adapt import GeneratorSpec, adapt, resolve_index
-from toolret.atomic import atomic_directory, write_json, write_text
+from toolret.atomic import atomic_directory, claim_output_dir, write_json, write_text
 from toolret.catalog.cleanup import clean_catalog
 from toolret.catalog.datasets import DATASETS, load_dataset
 from toolret.catalog.folds import kfold_split
@@ -25,6 +27,8 @@ from toolret.config import apply_overrides, load_params, params_source
 from toolret.errors import CatalogError, ToolretError
 from toolret.evaluation import (commit_record_run, evaluate_retriever, grid_summary, provenance, record_fields,
                                 run_path_for, write_result)
+from toolret.adapt.promote_cli import add_commands as promote_commands
+from toolret.feedback.cli import add_commands as feedback_commands
 from toolret.gateway.cli import add_commands as gateway_commands
 from toolret.jsonl_artifacts import write_rewrites
 from toolret.llm.engines import build_generator
@@ -91,7 +95,61 @@ def _spec(method: str, params):
     return parse_spec(method, params=params)
 
 
+# what each command that writes a folder at --out leaves there (the messages of claim_output_dir)
+OUTPUT_NOUNS = {**dict.fromkeys(("catalog build", "catalog clean", "catalog synthesize", "catalog select",
+                                 "import-openapi", "import-mcp"), "a catalog"),
+                "index": "an index", "evaluate-index": "evaluation results", "evaluate-grid": "a grid's results",
+                "adapt": "an adapt run"}
+_CATALOG_FILES = {"catalog.json", "corpus.jsonl", "queries.jsonl", "qrels"}
+_RESULT_SUFFIXES = (".json", ".per_query.jsonl", ".run.trec", ".run.trec.gz")
+_ADAPT_ENTRIES = {"adapt_report.json", "champion", "generations", "work"}
+
+
+def _catalog_made_by(meta_file: Path) -> str | None:
+    """The command that wrote a curated catalog, from its ``catalog.json`` provenance."""
+    try:
+        provenance = json.loads(meta_file.read_text(encoding="utf-8"))["provenance"]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(provenance, dict):
+        return None
+    for key, command in (("selection", "catalog select"), ("synthetic", "catalog synthesize"),
+                         ("cleanup", "catalog clean")):
+        if key in provenance:
+            return command
+    return {"openapi": "import-openapi", "mcp": "import-mcp"}.get(provenance.get("source"), "catalog build")
+
+
+def output_made_by(out: str | Path) -> str | None:
+    """The toolret command whose output the folder ``out`` holds, recognised by the files that command
+    writes (a catalog's ``catalog.json``, an index's ``<docs>/pipeline.json``, a grid's ``summary.json``,
+    result JSONs, an adapt run's ``adapt_report.json`` / ``champion``), or ``None``. No marker file is
+    written: one inside a DVC output would change the hash ``dvc.lock`` records for it."""
+    out = Path(out)
+    entries = list(out.iterdir())
+    names = {p.name for p in entries}
+    if not entries:
+        return None
+    if "catalog.json" in names and names <= _CATALOG_FILES:
+        return _catalog_made_by(out / "catalog.json")
+    if all(p.is_dir() and (p / PIPELINE_FILE).is_file() for p in entries):
+        return "index"
+    if names <= _ADAPT_ENTRIES:
+        return "adapt"
+    if all(p.is_file() and p.name.endswith(_RESULT_SUFFIXES) for p in entries) and any(
+            p.suffix == ".json" for p in entries):
+        return "evaluate-grid" if "summary.json" in names else "evaluate-index"
+    return None
+
+
+def _claim_out(args: argparse.Namespace, command: str, replace_own: bool = True) -> None:
+    """``--out`` under the one rule of :func:`toolret.atomic.claim_output_dir` (before any work)."""
+    claim_output_dir(args.out, command, force=getattr(args, "force", False), made_by=output_made_by,
+                     replace_own=replace_own, nouns=OUTPUT_NOUNS)
+
+
 def cmd_catalog_build(args: argparse.Namespace) -> None:
+    _claim_out(args, "catalog build")
     catalog = _load_named(args.dataset, _params(args))
     report = validate_catalog(catalog)
     if not report.success:
@@ -101,6 +159,7 @@ def cmd_catalog_build(args: argparse.Namespace) -> None:
 
 
 def cmd_catalog_clean(args: argparse.Namespace) -> None:
+    _claim_out(args, "catalog clean")
     params = _params(args)
     catalog = load_catalog(args.catalog)
     cleaned, report = clean_catalog(catalog, **_cleanup_kwargs(params))
@@ -114,6 +173,7 @@ def cmd_catalog_synthesize(args: argparse.Namespace) -> None:
     the source is a dataset's curated catalog (``data/curated/<source>``) or, outside ``datasets``, a named
     dataset loaded from its sources and cleaned."""
 
+    _claim_out(args, "catalog synthesize")
     params = _params(args)
     if args.name not in params.synthetic:
         raise CatalogError(f"no synthetic catalog {args.name!r} in params.yaml (has {sorted(params.synthetic)})")
@@ -139,6 +199,7 @@ def cmd_catalog_synthesize(args: argparse.Namespace) -> None:
 def cmd_catalog_select(args: argparse.Namespace) -> None:
     """A catalog whose test split is a slice of another's judged queries (toolret.catalog.select)."""
 
+    _claim_out(args, "catalog select")
     catalog = select_queries(load_catalog(args.catalog), args.split, min_gold=args.min_gold, name=args.name,
                              sample=args.sample, seed=args.seed)
     report = validate_catalog(catalog)
@@ -148,18 +209,10 @@ def cmd_catalog_select(args: argparse.Namespace) -> None:
     print(json.dumps({**catalog.provenance["selection"], "out": args.out}))
 
 
-def _check_import_target(args: argparse.Namespace) -> None:
-    """An import never replaces an existing catalog (an evaluation one would lose its queries) unasked."""
-    out = Path(args.out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.force:
-        what = "a catalog" if (out / "catalog.json").is_file() else "files"
-        raise CatalogError(f"{out}: already holds {what}; pass --force to replace it, or choose another --out")
-
-
 def cmd_import_openapi(args: argparse.Namespace) -> None:
     """A curated catalog of an OpenAPI 3 file: one tool per operation (toolret.catalog.importers.openapi)."""
 
-    _check_import_target(args)
+    _claim_out(args, "import-openapi", replace_own=False)  # a re-import would drop an evaluation catalog's queries
     catalog = import_openapi(args.spec, name=args.name, queries=args.queries)
     save_catalog(catalog, args.out)
     print(json.dumps({**catalog.stats(), "purpose": catalog.provenance["purpose"], "out": args.out}))
@@ -168,7 +221,7 @@ def cmd_import_openapi(args: argparse.Namespace) -> None:
 def cmd_import_mcp(args: argparse.Namespace) -> None:
     """A curated catalog of a running MCP server's tools (toolret.catalog.importers.mcp)."""
 
-    _check_import_target(args)
+    _claim_out(args, "import-mcp", replace_own=False)
     catalog = import_mcp(args.server_command, args.url, name=args.name, queries=args.queries, timeout_s=args.timeout)
     save_catalog(catalog, args.out)
     print(json.dumps({**catalog.stats(), "purpose": catalog.provenance["purpose"], "out": args.out}))
@@ -220,6 +273,7 @@ def cmd_index(args: argparse.Namespace) -> None:
     """Build (fitting what is absent) and save a pipeline per document variant."""
     from tqdm import tqdm
 
+    _claim_out(args, "index")
     params = _params(args)
     spec = _spec(args.method, params)
     catalog = _folded(load_catalog(args.catalog), params, spec.components)
@@ -259,6 +313,7 @@ def _evaluate(pipeline, catalog, params, *, method: str, docs: str, split: str =
 
 
 def cmd_evaluate_index(args: argparse.Namespace) -> None:
+    _claim_out(args, "evaluate-index")
     params = _params(args)
     base = load_catalog(args.catalog)
     out = Path(args.out)
@@ -348,6 +403,7 @@ def _check_gates(gates: dict[str, float], metrics: dict[str, float], output) -> 
 def cmd_evaluate_grid(args: argparse.Namespace) -> None:
     """Every row of a params grid (``section.key`` -> {name: {method, set, baseline}}), paired tests vs baselines."""
 
+    _claim_out(args, "evaluate-grid")
     if args.record_generations:
 
         record_generations(args.record_generations)
@@ -457,14 +513,16 @@ def cmd_generate_shards(args: argparse.Namespace) -> None:
 def cmd_adapt(args: argparse.Namespace) -> None:
     """A trained, selected, registered and servable retriever for a catalog (toolret.adapt)."""
 
+    _claim_out(args, "adapt")  # its own previous run is resumed (generations kept), never swapped
     spec = GeneratorSpec(model=args.llm_model, engine="openai" if args.llm_base_url else args.llm_engine,
                          base_url=args.llm_base_url)
     report = adapt(args.catalog, args.out, queries=args.queries, budget=args.budget, generator=spec, n=args.n,
                    params=_params(args), register=not args.no_register, retrain=args.retrain,
-                   shard_prompts=args.shard_prompts,
+                   shard_prompts=args.shard_prompts, feedback=args.feedback,
                    say=lambda m: print(m, file=sys.stderr, flush=True))
     print(json.dumps({"champion": report["selection"]["champion"], "why": report["selection"]["why"],
-                      "index": str(Path(args.out) / "champion"), "seconds": report["seconds"],
+                      "role": report.get("role", "champion"),
+                      "index": str(Path(args.out) / report.get("role", "champion")), "seconds": report["seconds"],
                       "generated_this_run": report["generation"]["generated_this_run"],
                       **({"registered": report["mlflow"]["uri"]} if report.get("mlflow") else {})}, indent=1))
 
@@ -490,7 +548,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
     import os
 
     serve(_saved_pipeline(args.index), host=args.host, port=args.port, catalog_dir=args.catalog,
-          limits=_serving_limits(args), admin_token=args.admin_token or os.environ.get("TOOLRET_ADMIN_TOKEN"))
+          limits=_serving_limits(args), admin_token=args.admin_token or os.environ.get("TOOLRET_ADMIN_TOKEN"),
+          extra_hosts=args.allowed_host)
 
 
 def cmd_mcp(args: argparse.Namespace) -> None:
@@ -537,7 +596,7 @@ def cmd_datasets(args: argparse.Namespace) -> None:
 
 # `toolret --help` lists the commands by what a user does; plumbing (what DVC stages and long jobs run) last
 COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
-    "Your tools": ("import-openapi", "import-mcp", "catalog", "adapt"),
+    "Your tools": ("import-openapi", "import-mcp", "catalog", "adapt", "feedback", "promote"),
     "Search and serve": ("index", "serve", "mcp", "gateway", "receipts"),
     "Evaluate and compare": ("evaluate", "evaluate-grid", "report", "reproduce", "datasets"),
     "Plumbing (DVC stages, long jobs)": ("fit", "rewrite", "generate-shards", "evaluate-index", "report-ablations",
@@ -550,12 +609,12 @@ class _Commands:
     """The subcommands, each described on its own page; the top page lists them in :data:`COMMAND_GROUPS`
     (argparse's flat list is left out: a command is added without ``help``)."""
 
-    def __init__(self, subparsers) -> None:
-        self.subparsers, self.helps = subparsers, {}
+    def __init__(self, subparsers, parents: list[argparse.ArgumentParser] = ()) -> None:
+        self.subparsers, self.helps, self.parents = subparsers, {}, list(parents)
 
     def add_parser(self, name: str, help: str, **kwargs) -> argparse.ArgumentParser:  # noqa: A002 - argparse's name
         self.helps[name] = help
-        return self.subparsers.add_parser(name, description=help, **kwargs)
+        return self.subparsers.add_parser(name, description=help, parents=self.parents, **kwargs)
 
     def listing(self, method_commands: list[str]) -> str:
         import textwrap
@@ -584,26 +643,55 @@ def record_option(parser: argparse.ArgumentParser) -> None:
                              "one per batch of prompts, to commit: a killed run, or a clone's, resumes from them")
 
 
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0 (``--timeout 0`` / ``-1`` are usage errors, exit 2)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+    return value
+
+
+def force_option(parser: argparse.ArgumentParser, help: str | None = None) -> None:  # noqa: A002 - argparse's
+    """``--force``: replace a non-empty ``--out`` folder that is not this command's previous output
+    (:func:`toolret.atomic.claim_output_dir`; without it such a folder is refused, exit 2)."""
+    parser.add_argument("--force", action="store_true", help=help or "replace an --out folder holding anything "
+                        "but this command's previous output (built beside it, swapped in on success)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="toolret", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--params", help="params.yaml to use (default: the project's)")
+    # --params after the subcommand too (`toolret evaluate ... --params p.yaml`): every subcommand takes it;
+    # SUPPRESS keeps one given before the subcommand when none follows it
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--params", default=argparse.SUPPRESS, help="params.yaml to use (default: the project's)")
     sub = _Commands(p.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                       help="one of the commands listed below"))
+                                       help="one of the commands listed below"), parents=[common])
 
-    cat = sub.add_parser("catalog", help="build / clean curated catalogs").add_subparsers(dest="action", required=True)
+    catalog_actions = sub.add_parser("catalog", help="build / clean curated catalogs").add_subparsers(
+        dest="action", required=True)
+    cat = SimpleNamespace(add_parser=functools.partial(catalog_actions.add_parser, parents=[common]))  # + --params
     b = cat.add_parser("build", help="import + verify + validate a dataset into a curated catalog")
     b.add_argument("--dataset", required=True, help="dataset name or BEIR directory")
     b.add_argument("--out", required=True)
+    force_option(b)
     b.set_defaults(func=cmd_catalog_build)
     c = cat.add_parser("clean", help="add the MTRB-style cleaned document variant")
     c.add_argument("--catalog", required=True)
     c.add_argument("--out", required=True)
+    force_option(c)
     c.set_defaults(func=cmd_catalog_clean)
     sy = cat.add_parser("synthesize", help="a training catalog of LLM-written queries from its source's committed "
                         "per-tool generations (params.yaml synthetic.<name>; no LLM is run)")
     sy.add_argument("--name", required=True, help="the synthetic.<name> entry of params.yaml")
     sy.add_argument("--out", required=True)
+    force_option(sy)
     sy.set_defaults(func=cmd_catalog_synthesize)
     se = cat.add_parser("select", help="a catalog whose test split is a slice of another's judged queries (e.g. "
                         "the multi-API requests of a training catalog's dev split: --split dev --min-gold 2)")
@@ -614,6 +702,7 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--seed", type=int, default=13, help="the sample's seed")
     se.add_argument("--name", required=True, help="the new catalog's name")
     se.add_argument("--out", required=True)
+    force_option(se)
     se.set_defaults(func=cmd_catalog_select)
     queries_help = ("JSONL of judged queries, {\"_id\", \"text\", \"gold\": [tool ids]} per line: the test split "
                     "(without: a serving-only catalog, indexable and servable, not evaluable)")
@@ -633,7 +722,7 @@ def build_parser() -> argparse.ArgumentParser:
     im.add_argument("--out", required=True, help="the catalog directory to write")
     im.add_argument("--name", help="catalog name (default: from the server's name)")
     im.add_argument("--queries", help=queries_help)
-    im.add_argument("--timeout", type=float, default=120, help="seconds to wait for the server's tool list")
+    im.add_argument("--timeout", type=positive_float, default=120, help="seconds to wait for the server's tool list")
     im.add_argument("--force", action="store_true", help="replace an existing catalog at --out")
     im.set_defaults(func=cmd_import_mcp)
     ad = sub.add_parser("adapt", help="train, select, register and write a servable retriever for a catalog "
@@ -648,7 +737,12 @@ def build_parser() -> argparse.ArgumentParser:
     ad.add_argument("--llm-base-url", help="an OpenAI-compatible server writes the requests instead")
     ad.add_argument("--shard-prompts", type=int, default=50, help="tools per generation shard (resume unit)")
     ad.add_argument("--retrain", action="store_true", help="retrain the adapter even if few tools changed")
+    ad.add_argument("--feedback", metavar="DIR", help="a toolret feedback folder: its positives trained on "
+                    "(inverse-propensity weighted, and unweighted as dense-ft-plain); its held-out queries choose "
+                    "the champion where there are at least 50")
     ad.add_argument("--no-register", action="store_true", help="do not log to MLflow / register the champion")
+    force_option(ad, "write into an --out folder holding anything but a previous adapt run (nothing of it is "
+                 "deleted; adapt adds generations/, work/, champion/, adapt_report.json)")
     ad.set_defaults(func=cmd_adapt)
 
     def overrides(sp):
@@ -699,6 +793,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--model", help="dense: encoder name or folder; dense-ft: the fine-tune artifact directory")
     i.add_argument("--docs", nargs="*", help="document variants (default: all the catalog has)")
     i.add_argument("--out", required=True)
+    force_option(i)
     overrides(i)
     i.set_defaults(func=cmd_index)
 
@@ -706,6 +801,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--catalog", required=True)
     e.add_argument("--index", required=True)
     e.add_argument("--out", required=True)
+    force_option(e)
     overrides(e)
     e.set_defaults(func=cmd_evaluate_index)
 
@@ -735,6 +831,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--docs", default="original")
     g.add_argument("--split", default="test", help="the judged split evaluated (dev: a choice made before test)")
     g.add_argument("--out", required=True)
+    force_option(g)
     record_option(g)
     overrides(g)
     g.set_defaults(func=cmd_evaluate_grid)
@@ -794,7 +891,10 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8000)
     sv.add_argument("--admin-token", help="bearer token for POST /admin/reload (default $TOOLRET_ADMIN_TOKEN; "
-                    "without one, reload is allowed from loopback only)")
+                    "without one, reload is allowed from loopback only, and not at all on a --host beyond loopback)")
+    sv.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                    help="a host name or address requests may name in Host / Origin besides the loopback names and "
+                    "the bound one (a wildcard --host: this machine's name); repeatable; * allows any")
     sv.set_defaults(func=cmd_serve)
 
     mc = sub.add_parser("mcp", help="serve a saved pipeline over MCP on stdio (tool search_tools), for desktop agents")
@@ -802,6 +902,8 @@ def build_parser() -> argparse.ArgumentParser:
     mc.set_defaults(func=cmd_mcp)
 
     gateway_commands(sub)
+    feedback_commands(sub)
+    promote_commands(sub)
 
     sl = sub.add_parser("serve-llm", help="serve a local LLM engine over the OpenAI API (for llm_engine: openai)")
     sl.add_argument("--engine", default="transformers", choices=["transformers", "llama.cpp"])

@@ -30,6 +30,11 @@ class AdaptInputError(CatalogError):
     """A catalog ``adapt`` cannot learn from; the message names the file and the offending records."""
 
 
+class OutputExistsError(ToolretError, FileExistsError):
+    """An ``--out`` folder holds what the command did not write (or another command's output) and
+    ``--force`` was not given; the message names the folder and what it holds."""
+
+
 class EvaluationError(ToolretError, ValueError):
     """Invalid evaluation input (qrels, run, metric names); the message names the query / file line."""
 
@@ -66,5 +71,5 @@ class RequestError(ToolretError):
 
 
 __all__ = ["AdaptInputError", "CatalogError", "ConfigError", "CrossEncoderCollapsed", "EvaluationError",
-           "GatewayError", "LLMServerError", "MatrixError", "RequestError", "ServerDown", "StaleArtifactError",
-           "ToolretError"]
+           "GatewayError", "LLMServerError", "MatrixError", "OutputExistsError", "RequestError", "ServerDown",
+           "StaleArtifactError", "ToolretError"]

@@ -10,11 +10,15 @@ background (then one warm-up search), answering::
                         -> {"pipeline", "n_tools", "results": [[{"tool_id", "name", "tool", "category",
                             "description", "score", "input_schema"?}, ...], ...]}
     POST /admin/reload  {"index": DIR?, "catalog": DIR?} -> {"previous", "current"}  (also SIGHUP: reload
-                        the served directory); loopback-only unless --admin-token is set
+                        the served directory); loopback-only unless --admin-token is set, and off on a
+                        bind beyond loopback without one
     POST /mcp           MCP streamable HTTP (tool search_tools, resource toolret://catalog):
                         :mod:`toolret.serving.mcp_server`, the SDK's transport route added to this app
 
-Errors are ``{"detail": "<field>: <message>", "field": <field or null>}``: 400 body not JSON, 413 body over
+Every POST needs ``Content-Type: application/json``, a ``Host`` this server answers to (loopback names, the
+bound name, ``--allowed-host``; on every bind, a wildcard one included) and no foreign ``Origin``.
+Errors are ``{"detail": "<field>: <message>", "field": <field or null>}``: 400 body not JSON (422 nested deeper
+than ``MAX_JSON_DEPTH``), 413 body over
 ``max_body_bytes``, 422 a field out of its limits (:class:`~toolret.serving.service.Limits`), 503 +
 ``Retry-After`` not ready / ``max_in_flight`` searches already admitted, 504 ``timeout_s`` passed. The
 concurrency model, limits and the index swap are :mod:`toolret.serving.service`'s. On SIGTERM / SIGINT
@@ -28,14 +32,16 @@ import hmac
 import ipaddress
 import json
 import logging
+import re
 import signal
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Optional
 
 from toolret.errors import CatalogError, RequestError
 from toolret.serving.mcp_server import build_mcp_server
-from toolret.serving.service import Limits, SearchService
+from toolret.serving.service import Limits, SearchService, check_search_arguments
 
 log = logging.getLogger("toolret.serve")
 
@@ -115,16 +121,33 @@ class BodyLimit:
         return await self.app(scope, replay, send)
 
 
-def allowed_hosts(bound: str) -> set[str] | None:
-    """Host names a request may address a server bound to ``bound`` by (``None``: any, for a wildcard bind).
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+WILDCARD_BINDS = ("0.0.0.0", "::", "")
+MAX_JSON_DEPTH = 32  # nesting of a request body (arrays and objects); deeper: 422, never a RecursionError
+_HOST_NAME = re.compile(r"^(\*|[a-z0-9]([a-z0-9.-]*[a-z0-9])?|[0-9a-f:.]+)$")
 
-    A server on loopback answers only to loopback names, so a page in a local browser that resolves
-    ``evil.example`` to 127.0.0.1 (DNS rebinding) is refused."""
-    if bound in ("0.0.0.0", "::", ""):
+
+def allowed_hosts(bound: str, extra: "Iterable[str]" = ()) -> "set[str] | None":
+    """Host names a request may address a server bound to ``bound`` by: the loopback names, the bound
+    name or address (a wildcard bind: this machine's host name and FQDN) and ``extra``
+    (``--allowed-host``, repeatable). ``None`` (any name) only where ``extra`` holds ``*``.
+
+    A page in a local browser that resolves ``evil.example`` to this machine (DNS rebinding) is refused on
+    every bind, a wildcard one included."""
+    import socket
+
+    extra = {h.strip().lower().strip("[]") for h in extra}
+    bad = sorted(h for h in extra if not _HOST_NAME.match(h))
+    if bad:
+        raise CatalogError(f"--allowed-host {bad[0]!r}: not a host name or address (or * for any)")
+    if "*" in extra:
         return None
-    if _is_loopback(bound):
-        return {"127.0.0.1", "localhost", "::1", bound}
-    return {bound}
+    hosts = {*LOOPBACK_NAMES, *extra}
+    if bound in WILDCARD_BINDS:
+        hosts |= {socket.gethostname().lower(), socket.getfqdn().lower()}
+    else:
+        hosts.add(bound.lower().strip("[]"))
+    return hosts
 
 
 def _hostname(value: str) -> str:
@@ -135,10 +158,10 @@ def _hostname(value: str) -> str:
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
 
-def check_browser_safety(headers: Any, bound: str) -> None:
+def check_browser_safety(headers: Any, hosts: "set[str] | None") -> None:
     """Refuse a state-changing request a web page could forge: a body that is not JSON (415; a form or
-    ``text/plain`` POST needs no CORS preflight), a ``Host`` the server is not bound to (421), or an
-    ``Origin`` of another site (403).
+    ``text/plain`` POST needs no CORS preflight), a ``Host`` not in ``hosts`` (421; :func:`allowed_hosts`),
+    or an ``Origin`` of another site (403).
 
     Raises:
         RequestError: naming the header.
@@ -148,10 +171,10 @@ def check_browser_safety(headers: Any, bound: str) -> None:
     ctype = (headers.get("content-type") or "").split(";")[0].strip().lower()
     if ctype != "application/json":
         raise RequestError(415, "content-type", f"must be application/json, got {ctype or 'none'!r}")
-    hosts = allowed_hosts(bound)
     host = _hostname(headers.get("host") or "")
     if hosts is not None and host not in hosts:
-        raise RequestError(421, "host", f"{host!r} is not a name this server is bound to ({sorted(hosts)})")
+        raise RequestError(421, "host", f"{host!r} is not a name this server answers to ({sorted(hosts)}; "
+                           "--allowed-host adds one)")
     origin = headers.get("origin")
     if origin:
         origin_host = (urlsplit(origin).hostname or "").lower()
@@ -159,19 +182,67 @@ def check_browser_safety(headers: Any, bound: str) -> None:
             raise RequestError(403, "origin", f"cross-site request from {origin!r} refused")
 
 
+def json_depth_over(value: Any, limit: int) -> bool:
+    """Whether ``value`` (parsed JSON) nests arrays / objects deeper than ``limit`` (iterative)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (list, dict)):
+            if depth > limit:
+                return True
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
+def parse_json_body(raw: bytes) -> Any:
+    """A request body as JSON: 400 if it is not JSON, 422 if it nests deeper than :data:`MAX_JSON_DEPTH`.
+
+    Raises:
+        RequestError: naming ``body``.
+    """
+    too_deep = RequestError(422, "body", f"nested deeper than {MAX_JSON_DEPTH} levels (the JSON depth limit)")
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RequestError(400, "body", f"not valid JSON ({e})") from None
+    except RecursionError:
+        raise too_deep from None
+    if json_depth_over(body, MAX_JSON_DEPTH):
+        raise too_deep
+    return body
+
+
+def mcp_transport_security(hosts: "set[str] | None") -> Any:
+    """The MCP SDK's DNS-rebinding protection for the same names as the REST checks (``None``: off)."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    if hosts is None:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    names = [f"[{h}]" if ":" in h else h for h in sorted(hosts)]
+    return TransportSecuritySettings(
+        allowed_hosts=[p for n in names for p in (n, f"{n}:*")],
+        allowed_origins=[p for n in names for scheme in ("http", "https")
+                         for p in (f"{scheme}://{n}", f"{scheme}://{n}:*")])
+
+
 def create_app(pipeline_dir: "str | Path", *, catalog_dir: "str | Path | None" = None,
                limits: Optional[Limits] = None, host: str = "127.0.0.1",
-               admin_token: Optional[str] = None) -> Any:
+               admin_token: Optional[str] = None, extra_hosts: Iterable[str] = ()) -> Any:
     """The FastAPI app (REST + MCP at ``/mcp``); the pipeline loads in the background on start-up.
-    ``host`` is where it will listen (MCP's DNS-rebinding protection and the admin default depend on it)."""
+    ``host`` is where it will listen: requests must name it, a loopback name or one of ``extra_hosts``
+    (:func:`allowed_hosts`, REST and MCP alike); on a bind beyond loopback ``/admin/reload`` needs
+    ``admin_token`` (without one it is off: 403)."""
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
 
     limits = limits or Limits()
+    hosts = allowed_hosts(host, extra_hosts)
+    admin_off = not admin_token and not _is_loopback(host)
     service = SearchService(pipeline_dir, catalog_dir=catalog_dir, limits=limits)
     mcp = build_mcp_server(service)
     mcp_app = mcp.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True,
-                                      max_request_body_size=limits.max_body_bytes, host=host)
+                                      max_request_body_size=limits.max_body_bytes, host=host,
+                                      transport_security=mcp_transport_security(hosts))
 
     def load_in_background(app: Any) -> None:
         try:
@@ -219,20 +290,11 @@ def create_app(pipeline_dir: "str | Path", *, catalog_dir: "str | Path | None" =
     async def refused(_: Request, e: RequestError) -> JSONResponse:
         return JSONResponse(e.body(), status_code=e.status, headers=e.headers)
 
-    async def json_body(request: Request, allowed: set, required: bool = True) -> dict:
+    async def json_body(request: Request, allowed: set, required: bool = True, fields: tuple = ()) -> dict:
         raw = await request.body()
         if not raw.strip() and not required:
             return {}
-        try:
-            body = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise RequestError(400, "body", f"not valid JSON ({e})") from None
-        if not isinstance(body, dict):
-            raise RequestError(422, "body", f"must be a JSON object, got {type(body).__name__}")
-        unknown = sorted(set(body) - allowed)
-        if unknown:
-            raise RequestError(422, unknown[0], f"unknown field (allowed: {sorted(allowed)})")
-        return body
+        return check_search_arguments(parse_json_body(raw), allowed, fields)
 
     @app.get("/health")
     async def health() -> JSONResponse:
@@ -245,19 +307,18 @@ def create_app(pipeline_dir: "str | Path", *, catalog_dir: "str | Path | None" =
             "queries": {"type": "array", "items": {"type": "string"}},
             "k": {"type": "integer", "default": 5}, "include_schema": {"type": "boolean", "default": False}}}}}}})
     async def search(request: Request) -> JSONResponse:
-        check_browser_safety(request.headers, host)
-        body = await json_body(request, {"queries", "k", "include_schema"})
-        if "queries" not in body:
-            raise RequestError(422, "queries", "is required")
+        check_browser_safety(request.headers, hosts)
+        body = await json_body(request, {"queries", "k", "include_schema"}, fields=("queries",))
         include_schema = body.get("include_schema", False)
-        if not isinstance(include_schema, bool):
-            raise RequestError(422, "include_schema", "must be true or false")
         loaded, results = await service.search(body["queries"], body.get("k", 5), include_schema=include_schema)
         return JSONResponse({"pipeline": loaded.name, "n_tools": loaded.n_tools, "results": results})
 
     @app.post("/admin/reload")
     async def reload(request: Request) -> dict:
-        check_browser_safety(request.headers, host)
+        check_browser_safety(request.headers, hosts)
+        if admin_off:
+            raise RequestError(403, None, f"admin endpoints are off: bound to {host!r} beyond loopback without "
+                               "--admin-token (or $TOOLRET_ADMIN_TOKEN); SIGHUP still reloads")
         if admin_token:
             given = request.headers.get("authorization", "")
             if not hmac.compare_digest(given.encode(), f"Bearer {admin_token}".encode()):
@@ -278,14 +339,18 @@ def create_app(pipeline_dir: "str | Path", *, catalog_dir: "str | Path | None" =
 
 def serve(pipeline_dir: "str | Path", host: str = "127.0.0.1", port: int = 8000, *,
           catalog_dir: "str | Path | None" = None, limits: Optional[Limits] = None,
-          admin_token: Optional[str] = None) -> None:
+          admin_token: Optional[str] = None, extra_hosts: Iterable[str] = ()) -> None:
     """Run the app with uvicorn until SIGTERM / SIGINT (graceful: requests in flight finish)."""
     import uvicorn
 
     limits = limits or Limits()
-    app = create_app(pipeline_dir, catalog_dir=catalog_dir, limits=limits, host=host, admin_token=admin_token)
+    app = create_app(pipeline_dir, catalog_dir=catalog_dir, limits=limits, host=host, admin_token=admin_token,
+                     extra_hosts=extra_hosts)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
     log.setLevel(logging.INFO)  # the root logger may be the MCP SDK's (WARNING): ready / reload lines still show
+    if not admin_token and not _is_loopback(host):
+        log.warning("bound to %s beyond loopback without --admin-token: POST /admin/reload is off (SIGHUP "
+                    "reloads)", host)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info",
                                            timeout_graceful_shutdown=int(limits.timeout_s) + 5))
     app.state.uvicorn_server = server
@@ -295,4 +360,5 @@ def serve(pipeline_dir: "str | Path", host: str = "127.0.0.1", port: int = 8000,
         raise CatalogError(f"could not serve {pipeline_dir}: {service.error}")
 
 
-__all__ = ["BodyLimit", "allowed_hosts", "check_browser_safety", "create_app", "serve"]
+__all__ = ["MAX_JSON_DEPTH", "BodyLimit", "allowed_hosts", "check_browser_safety", "create_app", "json_depth_over",
+           "parse_json_body", "serve"]

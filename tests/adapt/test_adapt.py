@@ -150,8 +150,11 @@ def test_readapt_generates_for_new_tools_only_and_mcp_serves_the_new_tool(adapte
     assert r2["generation"]["generated_this_run"] == N and r2["generation"]["tools_generated_this_run"] == 1
     assert r2["adapter_reused"] is True
     assert r2["mlflow"]["version"] == "2"
+    # a champion is registered: the re-adapted model is the challenger (toolret promote decides), in its folder
+    assert (r2["role"], r2["mlflow"]["uri"]) == ("challenger", "models:/adapt-fixture@challenger")
+    assert (out / "challenger" / "pipeline.json").is_file()
     params = StdioServerParameters(command=sys.executable, env=dict(os.environ, MLFLOW_TRACKING_URI=uri),
-                                   args=["-m", "toolret.cli", "mcp", "--index", "models:/adapt-fixture@champion"])
+                                   args=["-m", "toolret.cli", "mcp", "--index", "models:/adapt-fixture@challenger"])
 
     async def call():
         async with Client(params, read_timeout_seconds=120) as client:

@@ -14,6 +14,9 @@ bm25-exp       expansion  BM25 over each document expanded with its requests (Re
 dense-exp      expansion  the bi-encoder over the expanded documents (Re-Invoke: mean of the copies)
 hybrid-exp     expansion  bm25-exp + dense fused, at hybrid's weight (expansion on the lexical side)
 hybrid-exp-ft  expansion  bm25-exp + dense-ft fused, at hybrid's weight (expansion lexical, training dense)
+dense-ft-plain trained    with feedback only (``adapt --feedback``): dense-ft trained on the feedback positives
+                          unweighted, while dense-ft (and the candidates built on it) weigh them by inverse
+                          propensity (:func:`toolret.feedback.query_set.with_feedback`)
 =============  =========  ==================================================================================
 
 While a candidate is measured on dev, expansion uses every request where the champion is chosen on the goal-style
@@ -84,9 +87,12 @@ def expansion_records(tool_ids: Sequence[str], per_tool: Sequence[Sequence[str]]
 
 
 def candidates(catalog: Catalog, params, work: Path, budget: str, n: int,
-               finetune_overrides: dict[str, Any] | None = None, reuse_adapter: bool = False) -> list[Candidate]:
+               finetune_overrides: dict[str, Any] | None = None, reuse_adapter: bool = False,
+               feedback: tuple[Catalog, Catalog] | None = None) -> list[Candidate]:
     """Every candidate of ``budget`` for ``catalog``: builders of fresh pipelines (``work``: where dense-ft's
-    adapter is trained and kept; ``reuse_adapter``: the adapter there is used as it is, not retrained)."""
+    adapter is trained and kept; ``reuse_adapter``: the adapter there is used as it is, not retrained).
+    ``feedback``: the training catalogs with the feedback positives ``(weighted, plain)``: dense-ft trains on
+    the weighted one, and ``dense-ft-plain`` is added, trained on the plain one."""
 
     stem = params.bm25.replace(stemmer="english", split_identifiers=True)
     ft_config = params.finetune.resolved(params.dense).replace(
@@ -98,7 +104,8 @@ def candidates(catalog: Catalog, params, work: Path, budget: str, n: int,
         if reuse_adapter:  # the trained encoder as it is (fit learns nothing)
             return DenseRetriever(params.dense.replace(model=str(ft_dir / "model"),
                                                        max_seq_length=ft_config.max_seq_length))
-        return FinetunedDenseRetriever(ft_dir, ft_config, params.dense)
+        return FinetunedDenseRetriever(ft_dir, ft_config, params.dense,
+                                       training_catalog=(lambda: feedback[0]) if feedback else None)
 
     def expansion_index(backbone: str, per_tool):
         return ReInvokeIndex(reinvoke, backbone, dense_config=params.dense, bm25_config=params.bm25,
@@ -127,6 +134,10 @@ def candidates(catalog: Catalog, params, work: Path, budget: str, n: int,
             [expansion_index("bm25", per_tool), ft()], _hybrid_config(params)), name="hybrid-exp-ft"),
             weight_from="hybrid", fused=True),
     ]
+    if feedback:
+        out.append(Candidate("dense-ft-plain", "trained", lambda _: Pipeline(FinetunedDenseRetriever(
+            work / "dense-ft-plain", ft_config, params.dense, training_catalog=lambda: feedback[1]),
+            name="dense-ft-plain")))  # a second adapter, on the unweighted feedback
     return out
 
 

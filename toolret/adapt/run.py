@@ -9,11 +9,16 @@
    all of dev where a catalog has fewer than ``MIN_SELECT`` of them), a fused candidate preferred to a
    single-side best it ties with (:func:`choose_champion`); a trained candidate must beat the best untrained
    one with a paired p < 0.05 there, else the best untrained one stays champion and the report says so;
+   With a ``toolret feedback`` folder (``feedback``), its held-out queries choose instead where there are at
+   least ``MIN_FEEDBACK_QUERIES`` (:mod:`toolret.adapt.feedback_selection`), and its training positives are
+   trained on with the synthetic requests (dense-ft weighted by inverse propensity, dense-ft-plain not);
 4. with labelled queries (``queries``): every candidate's served index scored on them, with 95% CIs and a
    paired test against bm25 / dense / hybrid -- reported, never used for the choice;
 5. the champion's index written to ``<out>/champion`` (replaced atomically: a half-built champion is never
    there) with its model card (``model_card.json``, ``MODEL_CARD.md``), logged to MLflow and registered with
-   the alias ``champion``.
+   the alias ``champion`` -- or, where the registry already holds a champion of the catalog, to
+   ``<out>/challenger`` with the alias ``challenger`` (:mod:`toolret.adapt.champions`; ``toolret promote``
+   decides).
 
 Re-adapting a changed catalog reuses every generation of an unchanged tool (same prompt, same shard) and,
 while the catalog changed by at most ``REUSE_FRACTION`` of its tools, the trained adapter (the new tools are
@@ -30,7 +35,9 @@ from typing import Any
 
 import numpy as np
 
+from toolret.adapt.champions import CHALLENGER, CHAMPION, model_name, role_for
 from toolret.adapt.candidates import BASELINES, BUDGETS, UNTRAINED, candidates, with_weight_of
+from toolret.adapt.feedback_selection import feedback_selection
 from toolret.adapt.synthetic import (GOAL_JOB, HOLDOUT, GeneratorSpec, generate, generate_multi, goal_tools,
                                      holdout_units, multi_groups, split_queries)
 from toolret.adapt.user_catalog import catalog_fingerprint, load_tools, tool_fingerprints
@@ -40,10 +47,12 @@ from toolret.catalog.model import Catalog
 from toolret.config import load_params
 from toolret.errors import AdaptInputError
 from toolret.evaluation import evaluate_retriever
+from toolret.feedback.labelled_set import HELD_OUT, held_out_catalog, load_feedback, with_feedback
 from toolret.metrics import paired_test
 from toolret.paths import portable_path, project_dir
 from toolret.roles import Corpus
 from toolret.tracking import get_client, get_or_create_experiment
+from toolret.tracking.store import default_tracking_uri, missing_local_store
 
 SELECT_METRIC = "ndcg@5"
 SELECT_SUBSET = "goal"  # the dev requests the champion is chosen on (toolret.adapt.synthetic)
@@ -59,7 +68,7 @@ CARD = "model_card.json"
 EXPERIMENT = "toolret-adapt"
 
 
-def _evaluate(pipeline, catalog, split: str, name: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def evaluate_pipeline(pipeline, catalog, split: str, name: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The summary of ``pipeline`` on ``split`` and its per-query scores by metric (``"query_id"``: their ids)."""
 
     result, rows = evaluate_retriever(pipeline, catalog, method=name, docs="original", ks=KS, k_max=max(KS),
@@ -137,8 +146,10 @@ def restrict(per_query: dict[str, np.ndarray], ids: set[str] | None) -> dict[str
 
 
 def choose_champion(per_query: dict[str, dict[str, np.ndarray]], kinds: dict[str, str],
-                    metric: str = SELECT_METRIC, fused: frozenset[str] | set[str] = frozenset()) -> tuple[str, str]:
-    """``(champion, why)`` from per-query dev scores only (of the selection queries).
+                    metric: str = SELECT_METRIC, fused: frozenset[str] | set[str] = frozenset(),
+                    on: str = "dev") -> tuple[str, str]:
+    """``(champion, why)`` from per-query scores of the selection queries only (``on``: what they are, for
+    the reasons: synthetic ``dev``, or the held-out feedback).
 
     1. The best candidate by mean ``metric``; where it has one side only and a trained or expanded ``fused``
        candidate (a lexical and a dense side) is not worse than it with paired p < :data:`ALPHA` and passes 2.,
@@ -162,13 +173,13 @@ def choose_champion(per_query: dict[str, dict[str, np.ndarray]], kinds: dict[str
     def passes(n: str) -> bool:
         return kinds[n] == "untrained" or _paired(per_query[n][metric], per_query[best_untrained][metric]) < ALPHA
 
-    pick, how = best, f"{best} is the best on dev ({metric} {score[best]:.3f})"
+    pick, how = best, f"{best} is the best on {on} ({metric} {score[best]:.3f})"
     if best not in fused:
         tied = [n for n in fused if n in score and kinds[n] != "untrained" and passes(n)
                 and _paired(per_query[n][metric], per_query[best][metric]) >= ALPHA]
         if tied:
             pick = top(tied)
-            how = (f"{pick} ({score[pick]:.3f}) is not worse on dev than the best single-side {best} "
+            how = (f"{pick} ({score[pick]:.3f}) is not worse on {on} than the best single-side {best} "
                    f"({score[best]:.3f}, paired p {_paired(per_query[pick][metric], per_query[best][metric])}): "
                    f"the fused one is kept")
     if kinds[pick] == "untrained":
@@ -178,7 +189,7 @@ def choose_champion(per_query: dict[str, dict[str, np.ndarray]], kinds: dict[str
         return pick, (f"{how}; it beats the best untrained {best_untrained} ({metric} {score[pick]:.3f} vs "
                       f"{score[best_untrained]:.3f}, paired p {p})")
     return best_untrained, (f"nothing trained helps significantly: {pick} {score[pick]:.3f} vs "
-                            f"{best_untrained} {score[best_untrained]:.3f} on dev (paired p {p}); "
+                            f"{best_untrained} {score[best_untrained]:.3f} on {on} (paired p {p}); "
                             f"the untrained {best_untrained} stays champion")
 
 
@@ -196,8 +207,12 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
           generator: GeneratorSpec | None = None, n: int | None = None, params: Any = None, llm: Any = None,
           seed: int = 13, finetune_overrides: dict[str, Any] | None = None, register: bool = True,
           tracking_uri: str | None = None, retrain: bool = False, shard_prompts: int = 50,
-          say=print) -> dict[str, Any]:
+          feedback: str | Path | None = None, say=print) -> dict[str, Any]:
     """Adapt a retriever to the catalog at ``catalog_dir``; the champion lands in ``<out>/champion``.
+
+    ``feedback``: a ``toolret feedback`` folder: its training positives are trained on with the synthetic
+    requests (dense-ft inverse-propensity weighted, dense-ft-plain unweighted; the adapter is retrained), and
+    its held-out queries choose the champion where there are enough (:mod:`toolret.adapt.feedback_selection`).
 
     Returns the report (also ``<out>/adapt_report.json`` and the champion's model card).
 
@@ -218,6 +233,7 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
     fingerprint = catalog_fingerprint(tools)
     fps = tool_fingerprints(tools)
     labelled = _labelled(queries, tools) if queries else None  # read (and checked) before any cost
+    fb = load_feedback(feedback, tools.tool_ids) if feedback else None
     previous = _previous(out)
     changes = _changes(previous, fps)
     say(f"adapt: {tools.name}: {len(tools.tools)} tools (fingerprint {fingerprint[:12]}); "
@@ -239,10 +255,16 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
     expand_with = expansion_requests(synthetic, gen.per_tool, goal_selection=as_served)
 
     work = out / "work"
-    reuse = _reuse_adapter(previous, changes, len(fps), retrain, work)
+    reuse = fb is None and _reuse_adapter(previous, changes, len(fps), retrain, work)  # feedback: new data
     if not reuse:
         shutil.rmtree(work / "dense-ft", ignore_errors=True)
-    pool = candidates(tools, params, work, budget, n, finetune_overrides, reuse_adapter=reuse)
+        shutil.rmtree(work / "dense-ft-plain", ignore_errors=True)
+    trained_on = (with_feedback(synthetic, fb, weighted=True), with_feedback(synthetic, fb, weighted=False)) \
+        if fb else None
+    pool = candidates(tools, params, work, budget, n, finetune_overrides, reuse_adapter=reuse, feedback=trained_on)
+    on_feedback, feedback_why = feedback_selection(len(fb.split(HELD_OUT))) if fb else (False, None)
+    held_catalog = held_out_catalog(tools, fb) if on_feedback else None
+    held_pq: dict[str, dict[str, np.ndarray]] = {}
     kinds = {c.name: c.kind for c in pool}
     dev, dev_pq, pipelines, cost = {}, {}, {}, {}
     for cand in pool:
@@ -254,15 +276,23 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
             say("adapt: dense-ft: the previous adapter is kept (few tools changed; they are unseen tools for it)")
         pipe.fit(synthetic)
         pipe.index(Corpus.from_catalog(tools))
-        dev[cand.name], dev_pq[cand.name] = _evaluate(pipe, synthetic, "dev", cand.name)
+        dev[cand.name], dev_pq[cand.name] = evaluate_pipeline(pipe, synthetic, "dev", cand.name)
         chosen_on = restrict(dev_pq[cand.name], select_ids)
         dev[cand.name]["selection"] = {m: round(float(np.mean(chosen_on[m])), 4) for m in ("ndcg@5", "recall@5")}
+        if held_catalog is not None:  # the held-out feedback: in no index, never trained on
+            dev[cand.name]["feedback"], held_pq[cand.name] = evaluate_pipeline(pipe, held_catalog, "test", cand.name)
+            dev[cand.name]["selection"] = {m: dev[cand.name]["feedback"]["metrics"][m] for m in ("ndcg@5", "recall@5")}
         pipelines[cand.name] = pipe
         cost[cand.name] = round(time.perf_counter() - t0, 1)
-        say(f"adapt: {cand.name:13s} dev {SELECT_METRIC} {dev[cand.name]['metrics'][SELECT_METRIC]:.3f}, on the "
+        say(f"adapt: {cand.name:14s} dev {SELECT_METRIC} {dev[cand.name]['metrics'][SELECT_METRIC]:.3f}, on the "
             f"selection requests {dev[cand.name]['selection'][SELECT_METRIC]:.3f} ({cost[cand.name]} s)")
-    champion, why = choose_champion({c: restrict(pq, select_ids) for c, pq in dev_pq.items()}, kinds,
-                                    fused={c.name for c in pool if c.fused})
+    choice_scores = held_pq if on_feedback else {c: restrict(pq, select_ids) for c, pq in dev_pq.items()}
+    champion, why = choose_champion(choice_scores, kinds, fused={c.name for c in pool if c.fused},
+                                    on="the held-out feedback" if on_feedback else "dev")
+    if on_feedback:
+        select_split = feedback_why
+    elif fb is not None:
+        select_split = f"{select_split}; {feedback_why}"
     say(f"adapt: champion {champion}: {why}")
 
     # served indexes: expansion with every request (dev tools' included; as measured where chosen on goal-style)
@@ -289,6 +319,13 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
                                  "generated_this_run": multi.samples_generated, "seconds": multi.seconds,
                                  "unparsed": multi.unparsed}},
         "training_data": split_info, "changes": changes, "adapter_reused": reuse,
+        "feedback": None if fb is None else {
+            "folder": fb.folder, "train_queries": len(fb.split("train")),
+            "train_pairs": sum(len(fb.weights[q.id]) for q in fb.split("train")),
+            "held_out_queries": len(fb.split(HELD_OUT)), "pairs_of_tools_not_in_the_catalog": fb.dropped,
+            "chose_the_champion": on_feedback, "why": feedback_why,
+            "trained": "dense-ft (and the candidates on it): inverse-propensity weighted (clipped) by replication; "
+                       "dense-ft-plain: unweighted"},
         "selection": {"metric": SELECT_METRIC, "split": select_split, "champion": champion, "why": why,
                       "kinds": kinds, "expansion_measured_as_served": as_served},
         "dev": dev, "labelled": labelled_results, "candidate_seconds": cost,
@@ -296,7 +333,12 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
     }
     champion_pipe = final[champion]
     champion_pipe.catalog_info = {"name": tools.name, "n_tools": len(tools.tools), "fingerprint": fingerprint}
-    with atomic_directory(out / "champion") as tmp:
+    role = role_for(get_client(tracking_uri), tools.name) if register else CHAMPION
+    report["role"] = role  # the registry alias (and folder) of this adapt's model (toolret.adapt.champions)
+    if role == CHALLENGER:
+        say(f"adapt: {tools.name} has a registered champion: this model is the challenger "
+            f"(toolret promote --catalog {tools.name} decides)")
+    with atomic_directory(out / role) as tmp:
         champion_pipe.save(tmp / "index")
         for item in (tmp / "index").iterdir():  # the champion folder is the servable index itself
             shutil.move(str(item), tmp / item.name)
@@ -305,9 +347,9 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
         (tmp / "MODEL_CARD.md").write_text(model_card_markdown(report), encoding="utf-8")
     write_json(out / "adapt_report.json", report)
     if register:
-        report["mlflow"] = log_and_register(out, report, tracking_uri)
+        report["mlflow"] = log_and_register(out, report, tracking_uri, role=role)
         write_json(out / "adapt_report.json", report)
-    say(f"adapt: champion {champion} written to {out / 'champion'} ({report['seconds']} s in all)")
+    say(f"adapt: {role} {champion} written to {out / role} ({report['seconds']} s in all)")
     return report
 
 
@@ -342,7 +384,7 @@ def _reuse_adapter(previous, changes: dict[str, int], n_tools: int, retrain: boo
 def _score_labelled(final: dict[str, Any], labelled) -> dict[str, Any]:
     results, pq = {}, {}
     for name, pipe in final.items():
-        results[name], pq[name] = _evaluate(pipe, labelled, "test", name)
+        results[name], pq[name] = evaluate_pipeline(pipe, labelled, "test", name)
     for name in results:
         results[name]["vs"] = {b: {m: _paired(pq[name][m], pq[b][m]) for m in pq[name] if m != "query_id"}
                                for b in BASELINES if b in pq and b != name}
@@ -356,6 +398,9 @@ def model_card_markdown(report: dict[str, Any]) -> str:
              f"Tool retriever adapted by `toolret adapt` to {c['n_tools']} tools (catalog fingerprint "
              f"`{c['fingerprint'][:16]}`), budget `{report['budget']}`.", "",
              f"**Chosen on** {sel['split']} ({sel['metric']}): {sel['why']}.", "",
+             *([f"**Feedback** ({report['feedback']['folder']}): {report['feedback']['train_queries']} agents' "
+                f"queries trained on, {report['feedback']['held_out_queries']} held out; "
+                f"{report['feedback']['why']}.", ""] if report.get("feedback") else []),
              f"**Training data**: {report['requests_per_tool']} requests per tool written by "
              f"`{report['generator'].get('model')}` ({report['generator'].get('engine')}); "
              + ", ".join(f"{k} {v}" for k, v in report["training_data"].items()) + ".", "",
@@ -383,11 +428,13 @@ def model_card_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def log_and_register(out: Path, report: dict[str, Any], tracking_uri: str | None = None) -> dict[str, Any]:
+def log_and_register(out: Path, report: dict[str, Any], tracking_uri: str | None = None,
+                     role: str = CHAMPION) -> dict[str, Any]:
     """An MLflow run of the adapt (params, dev and labelled metrics, the card) and a registered model
-    version of the champion with the alias ``champion``, linked to the run."""
+    version of the model in ``<out>/<role>`` with the alias ``role`` (``champion``, or ``challenger`` while
+    a champion exists: :mod:`toolret.adapt.champions`), linked to the run."""
 
-    client = get_client(tracking_uri)
+    client = get_client(tracking_uri, project_dir())  # the store resolve_index looks in
     exp = get_or_create_experiment(client, EXPERIMENT)
     name = report["catalog"]["name"]
     run = client.create_run(exp, run_name=f"{name}/adapt", tags={"toolret.catalog": name,
@@ -405,22 +452,24 @@ def log_and_register(out: Path, report: dict[str, Any], tracking_uri: str | None
         for m in ("ndcg@5", "recall@5"):
             client.log_metric(rid, f"labelled_{m.replace('@', '_at_')}/{cand}", r["metrics"][m])
     client.log_metric(rid, "seconds", report["seconds"])
-    client.log_artifact(rid, str(out / "champion" / "MODEL_CARD.md"))
+    client.log_param(rid, "role", role)
+    client.log_artifact(rid, str(out / role / "MODEL_CARD.md"))
     client.set_terminated(rid)
     from mlflow.exceptions import MlflowException
 
-    model = f"adapt-{name}"
+    model = model_name(name)
     try:
         client.get_registered_model(model)
     except MlflowException:
         client.create_registered_model(model, description=f"`toolret adapt` champions of the catalog {name}")
-    source = portable_path(str((out / "champion").resolve()))
+    source = portable_path(str((out / role).resolve()))
     mv = client.create_model_version(model, source=source, run_id=rid,
-                                     description=(out / "champion" / "MODEL_CARD.md").read_text(encoding="utf-8"),
+                                     description=(out / role / "MODEL_CARD.md").read_text(encoding="utf-8"),
                                      tags={"fingerprint": report["catalog"]["fingerprint"][:16],
-                                           "candidate": report["selection"]["champion"]})
-    client.set_registered_model_alias(model, "champion", mv.version)
-    return {"run_id": rid, "model": model, "version": str(mv.version), "uri": f"models:/{model}@champion"}
+                                           "candidate": report["selection"]["champion"], "role": role})
+    client.set_registered_model_alias(model, role, mv.version)
+    return {"run_id": rid, "model": model, "version": str(mv.version), "uri": f"models:/{model}@{role}",
+            "role": role}
 
 
 def resolve_index(ref: str, tracking_uri: str | None = None) -> str:
@@ -428,7 +477,12 @@ def resolve_index(ref: str, tracking_uri: str | None = None) -> str:
     if not ref.startswith("models:/"):
         return ref
 
-    client = get_client(tracking_uri)
+    uri = tracking_uri or default_tracking_uri(project_dir(), create=False)  # a lookup never makes a store
+    missing = missing_local_store(uri)
+    if missing is not None:
+        raise AdaptInputError(f"{ref}: no MLflow store at {missing} (nothing registered there yet: run `toolret "
+                              "adapt` first, or set MLFLOW_TRACKING_URI to the store that has it)")
+    client = get_client(uri)
     body = ref[len("models:/"):]
     if "@" in body:
         name, alias = body.split("@", 1)
@@ -441,5 +495,5 @@ def resolve_index(ref: str, tracking_uri: str | None = None) -> str:
 
 
 __all__ = ["ALPHA", "CARD", "EXPERIMENT", "MIN_SELECT", "SELECT_METRIC", "SELECT_SUBSET", "SELECT_TARGET", "adapt",
-           "choose_champion", "dev_breakdown", "expansion_requests", "goal_requests_per_tool", "log_and_register",
+           "choose_champion", "dev_breakdown", "evaluate_pipeline", "expansion_requests", "goal_requests_per_tool", "log_and_register",
            "model_card_markdown", "resolve_index", "restrict", "selection_queries"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 
 from toolret.config import cache_home
@@ -19,6 +20,13 @@ from toolret.gateway.receipts import (DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, Receip
 def cmd_gateway(args: argparse.Namespace) -> None:
     """An MCP gateway over the configured servers: search_tools + call_tool, on stdio or streamable HTTP."""
 
+    gateway_log = logging.getLogger("toolret.gateway")  # one plain line each on stderr (not the SDK's layout)
+    if not gateway_log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("toolret %(message)s"))
+        gateway_log.addHandler(handler)
+        gateway_log.setLevel(logging.WARNING)
+        gateway_log.propagate = False
     base = load_config(args.config) if args.config else None
     config = config_from_flags(base, stdio=args.stdio, http=args.http, pipeline=args.pipeline, index=args.index,
                                adapt=args.adapt)

@@ -16,6 +16,12 @@ A YAML or JSON file (``toolret gateway --config FILE``)::
 or flags (:func:`config_from_flags`: ``--stdio NAME=COMMAND``, ``--http NAME=URL``). Timings (seconds):
 ``timeout_s`` (connect + list), ``call_timeout_s`` (one forwarded call), ``heartbeat_s`` (an MCP ping that
 also notices a dead server; 0: off), ``backoff_min_s`` / ``backoff_max_s`` (reconnection, doubling).
+``explore`` (default 0: off) is the share of searches shown with one random adjacent pair swapped, drawn
+from ``explore_seed`` (:mod:`toolret.gateway.explore`); its receipts carry each shown tool's propensity.
+``interleave`` (default 0: off) is the share of searches that interleave the ``adapt`` champion and its
+challenger (team draft, drawn from ``interleave_seed``; only where both resolve), the receipt naming the
+model that contributed each shown tool; ``adapt_poll_s`` (default 60; 0: never) is how often a running
+gateway re-resolves them and swaps to a promoted champion (:meth:`toolret.gateway.gateway.Gateway.refresh_adapted`).
 Errors are :class:`CatalogError` naming the file and the key.
 
 ``adapt`` names where the catalog's ``toolret adapt`` champion is: an adapt out-dir (its ``champion/``), a
@@ -92,6 +98,11 @@ class GatewayConfig:
     relist_s: float = 300.0    # re-list every server this often besides its change notifications (0: never)
     backoff_min_s: float = 1.0
     backoff_max_s: float = 60.0
+    explore: float = 0.0       # share of searches shown with one adjacent pair swapped (toolret.gateway.explore)
+    explore_seed: int = 0
+    interleave: float = 0.0    # share of searches interleaving the adapt champion and challenger (team draft)
+    interleave_seed: int = 0
+    adapt_poll_s: float = 60.0  # re-resolve the adapt champion / challenger this often; swap when changed (0: never)
     source: str = field(default="flags", compare=False)
 
     def __post_init__(self) -> None:
@@ -104,6 +115,11 @@ class GatewayConfig:
                 raise CatalogError(f"{self.source}: {key} must be positive")
         if self.heartbeat_s < 0 or self.relist_s < 0 or self.backoff_max_s < self.backoff_min_s:
             raise CatalogError(f"{self.source}: heartbeat_s >= 0, relist_s >= 0 and backoff_max_s >= backoff_min_s")
+        for key in ("explore", "interleave"):
+            if not 0 <= getattr(self, key) <= 1:
+                raise CatalogError(f"{self.source}: {key} {getattr(self, key)!r} must be a share of searches in [0, 1]")
+        if self.adapt_poll_s < 0:
+            raise CatalogError(f"{self.source}: adapt_poll_s must be >= 0 (0: never)")
 
     def server(self, name: str) -> ServerConfig:
         return next(s for s in self.servers if s.name == name)
@@ -111,7 +127,27 @@ class GatewayConfig:
 
 _SERVER_KEYS = {"name", "command", "args", "env", "cwd", "url", "category"}
 _TOP_KEYS = {"servers", "pipeline", "index", "adapt", "params", "timeout_s", "call_timeout_s", "heartbeat_s", "relist_s",
-             "backoff_min_s", "backoff_max_s"}
+             "backoff_min_s", "backoff_max_s", "explore", "explore_seed", "interleave", "interleave_seed",
+             "adapt_poll_s"}
+
+
+_SECONDS_KEYS = {"timeout_s", "call_timeout_s", "heartbeat_s", "relist_s", "backoff_min_s", "backoff_max_s",
+                 "adapt_poll_s"}
+_SHARE_KEYS = {"explore", "interleave"}  # numbers too (their range is checked by GatewayConfig)
+_SEED_KEYS = {"explore_seed", "interleave_seed"}
+
+
+def _seconds(value: Any, where: str, what: str = "a number of seconds") -> float:
+    """A timing of the config as a float (a number, or a string of one), else an error naming ``where``
+    (pydantic's lax float, booleans refused)."""
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        return TypeAdapter(float).validate_python(value)
+    except (ValidationError, ValueError):
+        raise CatalogError(f"{where}: must be {what}, got {value!r}") from None
 
 
 def server_from_dict(entry: Any, where: str) -> ServerConfig:
@@ -143,9 +179,16 @@ def config_from_dict(data: Any, source: str = "config") -> GatewayConfig:
     if not isinstance(servers, list):
         raise CatalogError(f"{source}: servers must be a list")
     extra = {k: data[k] for k in _TOP_KEYS - {"servers"} if data.get(k) is not None}
-    for k in ("timeout_s", "call_timeout_s", "heartbeat_s", "relist_s", "backoff_min_s", "backoff_max_s"):
-        if k in extra:
-            extra[k] = float(extra[k])
+    for k in _SECONDS_KEYS & set(extra):
+        extra[k] = _seconds(extra[k], f"{source}: {k}")
+    for k in _SHARE_KEYS & set(extra):
+        extra[k] = _seconds(extra[k], f"{source}: {k}", "a share between 0 and 1")
+    for k in _SEED_KEYS & set(extra):
+        if isinstance(extra[k], bool) or not isinstance(extra[k], int):
+            raise CatalogError(f"{source}: {k}: must be an integer, got {extra[k]!r}")
+    for k in ("pipeline", "index", "adapt", "params"):
+        if k in extra and not isinstance(extra[k], str):
+            raise CatalogError(f"{source}: {k}: must be a string, got {extra[k]!r}")
     return GatewayConfig(servers=tuple(server_from_dict(s, f"{source}: servers[{i}]") for i, s in enumerate(servers)),
                          source=source, **extra)
 

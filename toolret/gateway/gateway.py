@@ -15,7 +15,10 @@ are stopped). Tools arrive in the :class:`~toolret.gateway.tool_index.GatewayInd
   stamp aside) -- a tool error stays a tool error -- and its protocol errors (:class:`mcp.MCPError`) raised
   unchanged; an unknown or ambiguous name or a down server raise :class:`GatewayError`.
 
-Both write a receipt (:mod:`toolret.gateway.receipts`) when the gateway has a log; ``session`` keys the
+A config's ``explore`` share of searches is shown with one adjacent pair swapped
+(:mod:`toolret.gateway.explore`); its ``interleave`` share interleaves the adapt champion and challenger
+(:mod:`toolret.gateway.interleave`), and :meth:`Gateway.refresh_adapted` (every ``adapt_poll_s``) swaps to a
+promoted champion without failing a search. Both write a receipt (:mod:`toolret.gateway.receipts`) when the gateway has a log; ``session`` keys the
 "shown in an earlier search" memory of calls (the MCP face passes the MCP session).
 
 The pipeline (:func:`choose_pipeline`, logged and in :meth:`Gateway.status`): the config's ``index`` where
@@ -36,9 +39,12 @@ from typing import Any, Self
 import anyio
 
 from toolret.adapt import resolve_index
+from toolret.adapt.champions import CHALLENGER, CHAMPION, served_identity
 from toolret.config import load_params
 from toolret.errors import CatalogError, GatewayError, ServerDown
 from toolret.gateway.config import NAME_RE, GatewayConfig
+from toolret.gateway.explore import Explorer
+from toolret.gateway.interleave import Interleaver
 from toolret.gateway.receipts import ReceiptLog
 from toolret.gateway.tool_index import GatewayIndex, SearchRequest
 from toolret.gateway.upstream import Upstream
@@ -64,14 +70,19 @@ class PipelineChoice:
     why: str
 
 
-def find_champion(ref: str) -> tuple[str | None, str]:
+def find_champion(ref: str, alias: str = CHAMPION) -> tuple[str | None, str]:
     """``(folder, where)`` of the adapt champion ``ref`` names (see :mod:`toolret.gateway.config`), or
-    ``(None, why not)`` when there is none: no such folder, no champion in it yet, a registry without it."""
+    ``(None, why not)`` when there is none: no such folder, no champion in it yet, a registry without it.
+    ``alias`` ``challenger``: the challenger of the same catalog instead (``<out>/challenger``,
+    ``models:/adapt-<name>@challenger``)."""
 
-    if ref.startswith("models:/") or Path(ref).expanduser().exists() or not NAME_RE.match(ref):
-        candidates = [ref]
+    if ref.startswith("models:/"):
+        candidates = [ref if alias == CHAMPION else ref.rsplit("@", 1)[0] + f"@{alias}"]
+    elif Path(ref).expanduser().exists() or not NAME_RE.match(ref):
+        path = Path(ref).expanduser()
+        candidates = [str(path.parent / alias) if alias != CHAMPION and path.name == CHAMPION else ref]
     else:  # a bare catalog name: adapt's usual out-dir, then the registry
-        candidates = [str(project_dir() / "data" / "adapt" / ref), f"models:/adapt-{ref}@champion"]
+        candidates = [str(project_dir() / "data" / "adapt" / ref), f"models:/adapt-{ref}@{alias}"]
     missed = []
     for candidate in candidates:
         try:
@@ -79,7 +90,7 @@ def find_champion(ref: str) -> tuple[str | None, str]:
         except Exception as e:  # noqa: BLE001 - no registry, no such model or alias: no champion
             missed.append(f"{candidate}: {type(e).__name__}: {e}")
             continue
-        for where in (folder, folder / "champion"):
+        for where in ((folder, folder / alias) if folder.name != alias or alias == CHAMPION else (folder,)):
             if (where / PIPELINE_FILE).is_file():
                 return str(where), candidate
         missed.append(f"{candidate}: no {PIPELINE_FILE} in {folder} nor {folder / 'champion'}")
@@ -119,6 +130,17 @@ def _choose(config: GatewayConfig) -> PipelineChoice:
     why = f"pipeline: {config.pipeline}"
     return PipelineChoice(config.pipeline, None, "pipeline",
                           why + (f" (no adapt champion for {config.adapt}: {missed})" if missed else ""))
+
+
+def _signature(folder: str | None) -> Any:
+    """What tells a served folder's content apart: its path and the inodes of it and its ``pipeline.json``
+    (an atomic replace makes new ones)."""
+    if folder is None:
+        return None
+    try:
+        return (str(folder), Path(folder).stat().st_ino, (Path(folder) / PIPELINE_FILE).stat().st_ino)
+    except OSError:
+        return (str(folder), None, None)
 
 
 class SearchBatches:
@@ -174,35 +196,130 @@ class Gateway:
         self.receipts = ReceiptLog(receipts) if isinstance(receipts, (str, Path)) else receipts
         self._shown: dict[str, set[str]] = defaultdict(set)
         self._batches = SearchBatches(self.index)
+        self.explorer = Explorer(config.explore, config.explore_seed)
+        self.interleaver = Interleaver(config.interleave, config.interleave_seed)
+        self._signature = _signature(self.choice.index)
+        self._swap = anyio.Lock()  # a model swap and a tools update, one at a time
+        self.challenger: GatewayIndex | None = None
+        self._challenger_batches: SearchBatches | None = None
+        self.teams: dict[str, str] = {}  # champion / challenger -> how receipts name them
+        self._challenger_signature: Any = None
+        self.swaps: list[dict[str, Any]] = []
+        self._set_challenger(self._find_challenger())
         self._tg: Any = None
+        self.closed = anyio.Event()  # set once __aexit__ has stopped every server
+
+    @property
+    def entered(self) -> bool:
+        """Whether :meth:`__aenter__` has started the servers (``closed`` is set once they are stopped)."""
+        return self._tg is not None
 
     # ------------------------------------------------------------------ lifecycle
     async def __aenter__(self) -> Self:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
-        for upstream in self.upstreams.values():
-            self._tg.start_soon(upstream.run)
-        with anyio.move_on_after(self.config.timeout_s + 5):
+        try:
             for upstream in self.upstreams.values():
-                await upstream.first_attempt.wait()
+                self._tg.start_soon(upstream.run)
+            if self.config.adapt is not None and self.config.index is None and self.config.adapt_poll_s > 0:
+                self._tg.start_soon(self._poll_adapted)
+            with anyio.move_on_after(self.config.timeout_s + 5):
+                for upstream in self.upstreams.values():
+                    await upstream.first_attempt.wait()
+        except BaseException as e:  # cancelled (a signal) while servers connect: stop the ones started
+            with anyio.CancelScope(shield=True):
+                await self.__aexit__(type(e), e, e.__traceback__)
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> bool | None:
+        """Stops every server (the SDK closes a stdio server's stdin, then terminates and kills its process
+        group, whether it was connected or still in ``initialize``); ``closed`` is set once done."""
         self._tg.cancel_scope.cancel()
         try:
             return await self._tg.__aexit__(*exc)
         finally:
             if self.receipts is not None:
                 self.receipts.close()
+            self.closed.set()
+
+    # ------------------------------------------------------------------ champion / challenger
+    def _find_challenger(self) -> str | None:
+        """The challenger's folder where interleaving is on and the champion came from ``adapt``."""
+        if self.config.interleave <= 0 or self.choice.source != "adapt" or self.config.adapt is None:
+            return None
+        folder, where = find_champion(self.config.adapt, CHALLENGER)
+        if folder is None:
+            log.warning("gateway: interleave %s but no challenger for %s: %s", self.config.interleave,
+                        self.config.adapt, where)
+        return folder
+
+    def _set_challenger(self, folder: str | None, index: GatewayIndex | None = None) -> None:
+        if folder is None:
+            self.challenger = self._challenger_batches = None
+            self.teams = {}
+        else:
+            self.challenger = index or GatewayIndex(self.choice.pipeline, index=folder, params=self.config.params,
+                                                    categories=self.index.default_categories)
+            self._challenger_batches = SearchBatches(self.challenger)
+            self.teams = {CHAMPION: served_identity(self.choice.index, CHAMPION),
+                          CHALLENGER: served_identity(folder, CHALLENGER)}
+        self._challenger_signature = _signature(folder)
+
+    def _rebuilt(self, folder: str) -> GatewayIndex:
+        new = GatewayIndex(self.choice.pipeline, index=folder, params=self.config.params,
+                           categories=self.index.default_categories)
+        new.adopt(self.index)  # the current tools, indexed by the other model (warmed up once built)
+        return new
+
+    async def refresh_adapted(self) -> dict[str, Any]:
+        """Re-resolve the ``adapt`` champion (and challenger, when interleaving); a folder whose content changed
+        (a promotion replaces ``<out>/champion``; the registry's alias moved) is loaded and indexed off the
+        request path, then swapped in by one reference assignment, as ``toolret serve``'s reload does
+        (:meth:`toolret.serving.service.SearchService.reload`): searches in flight finish on the index they
+        started with, none fails; a failed load keeps the old one serving (raised). Returns what changed."""
+        if self.config.adapt is None or self.config.index is not None:
+            return {}
+        async with self._swap:
+            choice = await anyio.to_thread.run_sync(_choose, self.config)
+            changed: dict[str, Any] = {}
+            if choice.index is not None and _signature(choice.index) != self._signature:
+                new = await anyio.to_thread.run_sync(self._rebuilt, choice.index)
+                previous = self.choice.why
+                self.index, self._batches, self.choice = new, SearchBatches(new), choice
+                self._signature = _signature(choice.index)
+                changed[CHAMPION] = {"previous": previous, "current": choice.why}
+            if self.config.interleave > 0:
+                folder = await anyio.to_thread.run_sync(self._find_challenger)
+                if changed or _signature(folder) != self._challenger_signature:
+                    index = await anyio.to_thread.run_sync(self._rebuilt, folder) if folder else None
+                    self._set_challenger(folder, index)
+                    changed[CHALLENGER] = folder
+            if changed:
+                log.info("gateway: swapped %s", changed)
+                self.swaps.append(changed)
+            return changed
+
+    async def _poll_adapted(self) -> None:
+        while True:
+            await anyio.sleep(self.config.adapt_poll_s)
+            try:
+                await self.refresh_adapted()
+            except Exception as e:  # noqa: BLE001 - the old model keeps serving
+                log.warning("gateway: could not swap the adapt model (%s: %s); still serving %s",
+                            type(e).__name__, e, self.choice.why)
 
     async def _on_tools(self, server: str, tools: list[Any]) -> None:
-        diff = await anyio.to_thread.run_sync(self.index.update, server, tools)
-        if diff:
-            log.info("gateway: server %r: %d added, %d removed, %d changed; %d tools indexed", server,
-                     len(diff.added), len(diff.removed), len(diff.changed), len(self.index))
-            if self.receipts is not None:
-                self.receipts.write("tools", server=server, added=list(diff.added), removed=list(diff.removed),
-                                    changed=list(diff.changed), tools=list(diff.tools))
+        async with self._swap:
+            if self.challenger is not None:
+                await anyio.to_thread.run_sync(self.challenger.update, server, tools)
+            diff = await anyio.to_thread.run_sync(self.index.update, server, tools)
+            if diff:
+                log.info("gateway: server %r: %d added, %d removed, %d changed; %d tools indexed", server,
+                         len(diff.added), len(diff.removed), len(diff.changed), len(self.index))
+                if self.receipts is not None:
+                    self.receipts.write("tools", server=server, added=list(diff.added), removed=list(diff.removed),
+                                        changed=list(diff.changed), tools=list(diff.tools))
 
     def down(self) -> set[str]:
         return {name for name, u in self.upstreams.items() if u.state != "up"}
@@ -210,7 +327,9 @@ class Gateway:
     def status(self) -> dict[str, Any]:
         """Every server's state and indexed tools; the pipeline."""
         return {"pipeline": self.index.pipeline_name, "pipeline_source": self.choice.source,
-                "pipeline_choice": self.choice.why, "n_tools": len(self.index),
+                "pipeline_choice": self.choice.why, "n_tools": len(self.index), "warm_up_s": self.index.warm_up_s,
+                "interleave": {"share": self.config.interleave, **self.teams} if self.teams else None,
+                "swaps": len(self.swaps),
                 "categories": self.index.categories(),
                 "servers": {name: {**u.status(), "tools": len(self.index.server_tools(name))}
                             for name, u in self.upstreams.items()}}
@@ -233,14 +352,20 @@ class Gateway:
                 raise GatewayError(f"category: {category!r} is not one of {known}")
         start = time.perf_counter()
         down = self.down()
-        hits, withheld = await self._batches.search(
-            SearchRequest(query, k, min_score, server, category, frozenset(down)))
+        request = SearchRequest(query, k, min_score, server, category, frozenset(down))
+        batches, challenger, teams = self._batches, self._challenger_batches, self.teams  # one swap's state
+        hits, withheld = await batches.search(request)
+        if challenger is not None and self.interleaver.draw():
+            other, _ = await challenger.search(request)
+            hits, explored = self.interleaver.show(hits, other, k, teams)
+        else:
+            hits, explored = self.explorer.show(hits)
         latency = round((time.perf_counter() - start) * 1000, 2)
         self._shown[session].update(h["tool_id"] for h in hits)
         if self.receipts is not None:
             self.receipts.write("search", caller=caller, session=session, query=query, k=k, min_score=min_score,
                                 server=server, category=category,
-                                shown=[{"id": h["tool_id"], "score": h["score"]} for h in hits],
+                                **(explored or {"shown": [{"id": h["tool_id"], "score": h["score"]} for h in hits]}),
                                 withheld=withheld, latency_ms=latency)
         return {"query": query, "pipeline": self.index.pipeline_name, "n_tools": len(self.index), "hits": hits,
                 "withheld": withheld, "servers_down": sorted(down)}

@@ -25,7 +25,7 @@ from pydantic import Field
 from toolret import __version__
 from toolret.errors import GatewayError
 from toolret.gateway.gateway import MAX_K, MAX_QUERY_CHARS, Gateway
-from toolret.serving.mcp_server import DEFAULT_SCHEMAS, search_answer
+from toolret.serving.mcp_server import DEFAULT_SCHEMAS, checked_tool, search_answer
 
 INSTRUCTIONS = ("A gateway to the tools of several MCP servers. Call search_tools with the task in plain language "
                 "(or a tool's exact name, or select:<name>) to find tools: ids (<server>__<tool>), descriptions, "
@@ -49,11 +49,6 @@ def build_gateway_server(gateway: Gateway, transport: str = "stdio", lifespan: A
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import CallToolResult, ToolAnnotations
 
-    mcp = MCPServer("toolret-gateway", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING",
-                    lifespan=lifespan)
-
-    @mcp.tool(annotations=ToolAnnotations(title="Search tools", read_only_hint=True, idempotent_hint=True,
-                                          open_world_hint=False))
     async def search_tools(
         query: Annotated[str, Field(description="the task to find tools for, in plain language, or a tool's exact "
                                                 f"name / select:<name> (at most {MAX_QUERY_CHARS} characters)")],
@@ -81,6 +76,12 @@ def build_gateway_server(gateway: Gateway, transport: str = "stdio", lifespan: A
                                        f"{', '.join(answer['servers_down'])}")
         return result
 
+    # its raw arguments pass the REST /search check first (toolret.serving.mcp_server.checked_tool)
+    search = checked_tool(search_tools, annotations=ToolAnnotations(title="Search tools", read_only_hint=True,
+                                                                    idempotent_hint=True, open_world_hint=False))
+    mcp = MCPServer("toolret-gateway", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING",
+                    lifespan=lifespan, tools=[search])
+
     @mcp.tool(annotations=ToolAnnotations(title="Call a tool", read_only_hint=False, open_world_hint=True))
     async def call_tool(
         name: Annotated[str, Field(description="the tool id from search_tools (<server>__<tool>)")],
@@ -104,10 +105,44 @@ def build_gateway_server(gateway: Gateway, transport: str = "stdio", lifespan: A
     return mcp
 
 
+STOP_GRACE_S = 15.0  # a signal: how long the servers may take to stop (the SDK: stdin closed, 2 s, terminate, kill)
+
+
+async def _serve(gateway: Gateway, body: Any) -> None:
+    """``body()`` until it returns or a SIGTERM / SIGINT arrives. On a signal everything is cancelled, which
+    stops every server the gateway started -- connected or still in ``initialize`` (:meth:`Gateway.__aexit__`)
+    -- then the process exits (at most ``STOP_GRACE_S`` later; the stdio transport's stdin reader, a thread,
+    would otherwise hold it until stdin closes). A second signal meanwhile kills it at once."""
+    import os
+    import signal
+
+    import anyio
+
+    async def stop_on_signal(scope: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                break
+        print(f"toolret gateway: {signal.Signals(signum).name}: stopping the servers", file=sys.stderr, flush=True)
+        scope.cancel()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(STOP_GRACE_S):
+            if gateway.entered:
+                await gateway.closed.wait()
+        sys.stderr.flush()
+        os._exit(128 + signum)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stop_on_signal, tg.cancel_scope)
+        await body()
+        tg.cancel_scope.cancel()
+
+
 def serve_stdio(gateway: Gateway) -> None:
-    """MCP on stdin/stdout until stdin closes; the gateway runs inside the server's lifespan (started after
-    the SDK has taken stdout, so nothing printed while indexing reaches the protocol stream)."""
+    """MCP on stdin/stdout until stdin closes (or a SIGTERM / SIGINT: :func:`_serve`); the gateway runs inside
+    the server's lifespan (started after the SDK has taken stdout, so nothing printed while indexing reaches
+    the protocol stream)."""
     import contextlib
+
+    import anyio
 
     @contextlib.asynccontextmanager
     async def lifespan(_server: Any):
@@ -116,11 +151,12 @@ def serve_stdio(gateway: Gateway) -> None:
                   f"{sorted(gateway.down()) or 'none'}; MCP on stdio", file=sys.stderr, flush=True)
             yield {}
 
-    build_gateway_server(gateway, "stdio", lifespan=lifespan).run("stdio")
+    anyio.run(_serve, gateway, build_gateway_server(gateway, "stdio", lifespan=lifespan).run_stdio_async)
 
 
 def serve_http(gateway: Gateway, host: str = "127.0.0.1", port: int = 8765) -> None:
-    """MCP over streamable HTTP at ``http://host:port/mcp`` until interrupted."""
+    """MCP over streamable HTTP at ``http://host:port/mcp`` until interrupted (SIGTERM / SIGINT stop every
+    server the gateway started, also while they connect: :func:`_serve`)."""
     import anyio
 
     async def main() -> None:
@@ -129,7 +165,7 @@ def serve_http(gateway: Gateway, host: str = "127.0.0.1", port: int = 8765) -> N
                   f"http://{host}:{port}/mcp", file=sys.stderr, flush=True)
             await build_gateway_server(gateway, "http").run_streamable_http_async(host=host, port=port)
 
-    anyio.run(main)
+    anyio.run(_serve, gateway, main)
 
 
 __all__ = ["INSTRUCTIONS", "build_gateway_server", "serve_http", "serve_stdio"]

@@ -4,8 +4,10 @@ rotating log (:class:`logging.handlers.RotatingFileHandler`: ``FILE``, ``FILE.1`
 Events (every line has ``ts`` (UTC ISO time), ``event``, ``caller`` (the MCP client's name/version where it
 said) and ``session`` (the MCP session, ``stdio``, or what the Python caller passed)):
 
-- ``search``: ``query``, ``k``, ``min_score``, ``server``, ``category``, ``shown`` (``[{"id", "score"}]``, best first),
-  ``withheld`` (tools of down servers), ``latency_ms``;
+- ``search``: ``query``, ``k``, ``min_score``, ``server``, ``category``, ``shown`` (``[{"id", "score"}]`` in the
+  order shown, best first), ``withheld`` (tools of down servers), ``latency_ms``; with exploration on
+  (:mod:`toolret.gateway.explore`) each shown entry also has ``rank`` (shown), ``ranked`` (the retriever's)
+  and ``propensity``, and the receipt ``explore`` (``share``, ``seed``, ``eta``, ``swap``);
 - ``call``: ``tool`` (its id), ``server``, ``shown_before`` (whether a search of this session showed it),
   ``is_error``, ``error`` (a gateway or protocol error, where one was raised), ``latency_ms``;
 - ``tools``: the ids of every indexed tool after a re-index (so a summary knows the tools never shown).
@@ -22,6 +24,7 @@ import logging.handlers
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,17 +73,21 @@ def log_files(path: str | Path) -> list[Path]:
     return [*backups, *([path] if path.is_file() else [])]
 
 
-def read_receipts(path: str | Path) -> list[dict[str, Any]]:
-    out = []
+def iter_receipts(path: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``("FILE:LINE", receipt)`` of ``path`` and its backups, oldest first; a line torn by a crash (not a
+    JSON object) is skipped."""
     for f in log_files(path):
-        for line in f.read_text(encoding="utf-8").split("\n"):  # JSON Lines: "\n" only (not U+2028 ...)
+        for n, line in enumerate(f.read_text(encoding="utf-8").split("\n"), 1):  # JSON Lines: "\n" only
             try:
                 rec = json.loads(line)
             except ValueError:
                 continue  # a line torn by a crash
             if isinstance(rec, dict):
-                out.append(rec)
-    return out
+                yield f"{f}:{n}", rec
+
+
+def read_receipts(path: str | Path) -> list[dict[str, Any]]:
+    return [rec for _, rec in iter_receipts(path)]
 
 
 def summarise(path: str | Path, top: int = 10) -> dict[str, Any]:
@@ -127,4 +134,4 @@ def format_summary(s: dict[str, Any], limit: int = 50) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ReceiptLog", "format_summary", "log_files", "read_receipts", "summarise"]
+__all__ = ["ReceiptLog", "format_summary", "iter_receipts", "log_files", "read_receipts", "summarise"]

@@ -15,6 +15,17 @@ from toolret.registry import COMPONENT_FILE, write_component_meta
 from toolret.retrieval.base import Ranking, default_query_ids
 
 
+def _bm25s():
+    """``bm25s``, its logger at WARNING: bm25s sets it to DEBUG when imported, which floods any process
+    whose root handler takes DEBUG (the gateway, a server) with its lines."""
+    import logging
+
+    import bm25s
+
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
+    return bm25s
+
+
 class BM25Config(StrictModel):
     """``params.yaml: bm25`` (bm25s defaults of the Lucene variant)."""
 
@@ -99,14 +110,14 @@ class BM25Retriever:
         """Unsupervised: nothing to learn."""
 
     def _tokenize(self, texts: Sequence[str]):
-        import bm25s
+        bm25s = _bm25s()
 
         texts = [split_identifier_words(t) for t in texts] if self.config.split_identifiers else list(texts)
         stemmer = _stemmer(self.config.stemmer) if self.config.stemmer else None
         return bm25s.tokenize(texts, stopwords=self.config.stopwords, stemmer=stemmer, show_progress=False)
 
     def index(self, tool_ids: Sequence[str], documents: Sequence[str]) -> None:
-        import bm25s
+        bm25s = _bm25s()
 
         self.tool_ids = list(tool_ids)
         self._model = bm25s.BM25(k1=self.config.k1, b=self.config.b, method=self.config.method)
@@ -131,7 +142,7 @@ class BM25Retriever:
 
     @classmethod
     def load(cls, path: str | Path) -> BM25Retriever:
-        import bm25s
+        bm25s = _bm25s()
 
         meta = json.loads((Path(path) / COMPONENT_FILE).read_text(encoding="utf-8"))
         r = cls(BM25Config(**meta["config"]))

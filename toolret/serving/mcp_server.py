@@ -23,7 +23,7 @@ from pydantic import Field
 
 from toolret import __version__
 from toolret.errors import RequestError
-from toolret.serving.service import Limits, SearchService
+from toolret.serving.service import Limits, SearchService, check_search_arguments
 
 INSTRUCTIONS = ("Tool retrieval over a catalog of APIs: call search_tools with the user's task in plain "
                 "language to find the APIs that can do it (names, descriptions, input schemas), then call "
@@ -53,16 +53,37 @@ def search_answer(query: str, pipeline: str, n_tools: int, hits: list[dict[str, 
                           structured_content={"query": query, "pipeline": pipeline, "n_tools": n_tools, "hits": shown})
 
 
+def checked_tool(fn: Any, required: tuple[str, ...] = ("query",), **kwargs: Any) -> Any:
+    """``fn`` as an MCP tool (``Tool.from_function(fn, **kwargs)``) whose raw arguments first pass
+    :func:`~toolret.serving.service.check_search_arguments`, the check of the REST ``/search`` body: no
+    unknown argument, ``k`` an integer (the SDK's own validation would coerce ``"5"`` and ``true`` and
+    drop unknown arguments), with the same messages (a refused call is a tool error naming the field)."""
+    from mcp.server.mcpserver.tools import Tool
+    from pydantic import create_model, model_validator
+    from pydantic_core import PydanticCustomError
+
+    tool = Tool.from_function(fn, **kwargs)
+    base = tool.fn_metadata.arg_model
+    allowed = {f.alias or name for name, f in base.model_fields.items()}
+
+    def check(cls: Any, data: Any) -> Any:
+        try:
+            check_search_arguments(data, allowed, required)
+        except RequestError as e:
+            raise PydanticCustomError("toolret_argument", "{detail}", {"detail": e.body()["detail"]}) from None
+        return data
+
+    tool.fn_metadata.arg_model = create_model(base.__name__, __base__=base, __validators__={
+        "toolret_arguments": model_validator(mode="before")(classmethod(check))})
+    return tool
+
+
 def build_mcp_server(service: SearchService) -> Any:
     """An ``MCPServer`` with the ``search_tools`` tool and the ``toolret://catalog`` resource."""
     from mcp.server import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import CallToolResult, ToolAnnotations
 
-    server = MCPServer("toolret", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
-
-    @server.tool(annotations=ToolAnnotations(title="Search tools", read_only_hint=True, idempotent_hint=True,
-                                             open_world_hint=False))
     async def search_tools(
         query: Annotated[str, Field(description="the task to find tools for, in plain language "
                                                 f"(at most {service.limits.max_query_chars} characters)")],
@@ -79,6 +100,10 @@ def build_mcp_server(service: SearchService) -> Any:
         except RequestError as e:
             raise ToolError(e.body()["detail"]) from None
         return search_answer(query, loaded.name, loaded.n_tools, rows[0], schemas)
+
+    tool = checked_tool(search_tools, annotations=ToolAnnotations(title="Search tools", read_only_hint=True,
+                                                                  idempotent_hint=True, open_world_hint=False))
+    server = MCPServer("toolret", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING", tools=[tool])
 
     @server.resource("toolret://catalog", name="catalog", title="Served tool catalog",
                      description="size and provenance of the served catalog, and the pipeline serving it",
@@ -106,4 +131,4 @@ def run_stdio(index_dir: str | Path, *, catalog_dir: str | Path | None = None, l
         service.close()
 
 
-__all__ = ["DEFAULT_SCHEMAS", "INSTRUCTIONS", "build_mcp_server", "run_stdio", "search_answer"]
+__all__ = ["DEFAULT_SCHEMAS", "INSTRUCTIONS", "build_mcp_server", "checked_tool", "run_stdio", "search_answer"]

@@ -91,6 +91,49 @@ class Limits:
                                f"{', '.join(bad)}")
 
 
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# the type of every search argument either protocol takes: (what it must be, the check)
+ARGUMENT_TYPES: dict[str, tuple[str, Any]] = {
+    "queries": ("a list of strings", lambda v: isinstance(v, list)),
+    "query": ("a string", lambda v: isinstance(v, str)),
+    "k": ("an integer", _integer),
+    "schemas": ("an integer", _integer),
+    "include_schema": ("true or false", lambda v: isinstance(v, bool)),
+    "min_score": ("a number or null", lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))),
+    "server": ("a string or null", lambda v: v is None or isinstance(v, str)),
+    "category": ("a string or null", lambda v: v is None or isinstance(v, str)),
+}
+
+
+def check_search_arguments(args: Any, allowed: Any, required: Any = ()) -> dict[str, Any]:
+    """The one check of a search request's arguments, shared by REST ``POST /search`` (its JSON body) and
+    the MCP tools ``search_tools`` (their raw arguments, before the SDK's own lax coercion): an object, no
+    field outside ``allowed``, every ``required`` one present, each typed as :data:`ARGUMENT_TYPES` says
+    (``k`` an integer: not ``"5"``, not ``true``). The limits (k range, query length) are the service's
+    (:meth:`SearchService.search`), so both protocols refuse with the same messages.
+
+    Raises:
+        RequestError: 422 naming the field.
+    """
+    if not isinstance(args, dict):
+        raise RequestError(422, "body", f"must be a JSON object, got {type(args).__name__}")
+    allowed = set(allowed)
+    unknown = sorted(set(args) - allowed)
+    if unknown:
+        raise RequestError(422, str(unknown[0]), f"unknown field (allowed: {sorted(allowed)})")
+    for name in required:
+        if name not in args:
+            raise RequestError(422, name, "is required")
+    for name, value in args.items():
+        what, ok = ARGUMENT_TYPES.get(name, (None, None))
+        if ok is not None and not ok(value):
+            raise RequestError(422, name, f"must be {what}, got {type(value).__name__}")
+    return args
+
+
 def _env_float(name: str) -> float:
     value = os.environ.get(name, "").strip()
     return float(value) if value else 0.0
@@ -116,6 +159,18 @@ class _Batch:
     def add(self, request: _Request) -> None:
         self.requests.append(request)
         self.n_queries += len(request.queries)
+
+
+WARM_UP_QUERY = "warm up the retriever"
+
+
+def warm_up(pipeline: Any) -> float:
+    """One search of ``pipeline``, so lazily loaded models (the dense encoder) are in memory before the first
+    caller's (``toolret serve`` / ``toolret mcp`` at load, ``toolret gateway`` once its index is built); its
+    seconds."""
+    start = time.perf_counter()
+    pipeline.search([WARM_UP_QUERY], 1)
+    return time.perf_counter() - start
 
 
 class Loaded:
@@ -149,7 +204,11 @@ class Loaded:
 
     def warm(self) -> None:
         """One search, so lazily loaded models (the dense encoder) are in memory before serving."""
-        self.search(["warm up the retriever"], 1)
+        if self.lock is None:
+            warm_up(self.pipeline)
+        else:
+            with self.lock:
+                warm_up(self.pipeline)
 
     def hit(self, tool_id: str, score: float, include_schema: bool) -> dict[str, Any]:
         r = self.records.get(tool_id)
@@ -432,11 +491,11 @@ class SearchService:
                      query_field: str | None = None) -> tuple[Loaded, list[list[dict[str, Any]]]]:
         """Validate, admit and run one request; ``(the pipeline that answered, hits per query)``.
         ``query_field`` names a single query's field (MCP ``query``) instead of ``queries[i]``."""
-        loaded = self.ready()
-        if query_field is not None:
+        if query_field is not None:  # what needs no pipeline is refused first, loaded or not
             queries = [self.validate_query(queries, query_field)]
         else:
             queries = self.validate_queries(queries)
+        loaded = self.ready()
         k = self.validate_k(k, loaded.n_tools)
         fut = self.submit(loaded, queries, k, include_schema)
         try:
@@ -472,4 +531,4 @@ class SearchService:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
-__all__ = ["Limits", "Loaded", "RequestError", "SearchService"]
+__all__ = ["ARGUMENT_TYPES", "Limits", "Loaded", "RequestError", "SearchService", "check_search_arguments"]

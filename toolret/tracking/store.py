@@ -26,15 +26,27 @@ SUPERSEDED_TAG = "toolret.superseded_by"  # on older runs: the run id that repla
 METRIC_DECIMALS = 3
 
 
-def default_tracking_uri(project_dir: str | Path | None = None) -> str:
-    """``$MLFLOW_TRACKING_URI`` or ``sqlite:///<project>/data/mlflow/mlflow.db`` (folder created)."""
+def default_tracking_uri(project_dir: str | Path | None = None, create: bool = True) -> str:
+    """``$MLFLOW_TRACKING_URI`` or ``sqlite:///<project>/data/mlflow/mlflow.db`` (folder created unless
+    ``create`` is false: a lookup never makes a store)."""
     env = os.environ.get("MLFLOW_TRACKING_URI")
     if env:
         return env
     root = Path(project_dir) if project_dir else Path(__file__).resolve().parents[2]
     folder = root.resolve() / "data" / "mlflow"
-    folder.mkdir(parents=True, exist_ok=True)
+    if create:
+        folder.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{folder / 'mlflow.db'}"
+
+
+def missing_local_store(tracking_uri: str) -> Path | None:
+    """The database file of a local sqlite ``tracking_uri`` when it does not exist (MLflow would create it
+    and run its migrations, ~10 s), else ``None`` (it exists, or the store is a server)."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return None
+    db = Path(tracking_uri[len("sqlite:///"):])
+    db = db if db.is_absolute() else Path.cwd() / db
+    return None if db.is_file() else db
 
 
 def local_artifact_root(tracking_uri: str) -> str | None:

@@ -17,6 +17,10 @@ def read_text(path: Path) -> str:
         raw = path.read_bytes()
     except FileNotFoundError as e:
         raise CatalogError(f"{path}: file not found") from e
+    except IsADirectoryError as e:
+        raise CatalogError(f"{path}: is a directory, not a file") from e
+    except OSError as e:  # permissions, a FIFO gone, an I/O error: named, never a traceback
+        raise CatalogError(f"{path}: cannot be read ({e.strerror or e})") from e
     try:
         return raw.decode("utf-8-sig")  # a leading BOM is tolerated
     except UnicodeDecodeError as e:
@@ -30,6 +34,8 @@ def read_json(path: Path) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise CatalogError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from e
+    except RecursionError:
+        raise CatalogError(f"{path}: JSON nested too deep") from None
 
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -45,6 +51,8 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
             raise CatalogError(f"{path}:{lineno}: invalid JSON ({e.msg})") from e
+        except RecursionError:
+            raise CatalogError(f"{path}:{lineno}: JSON nested too deep") from None
         if not isinstance(obj, dict):
             raise CatalogError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
         yield lineno, obj

@@ -63,6 +63,8 @@ def load_beir(directory: str | Path, name: str | None = None) -> Catalog:
             tools.append(Tool(id=tid, name=title.strip() or tid, docs={"original": doc},
                               tool=md.get("tool_name"), category=md.get("category_name"), metadata=md))
 
+    if not tools:
+        raise CatalogError(f"{corpus}: no tools (an empty corpus: nothing to index or search)")
     queries_path = directory / "queries.jsonl"
     query_text: dict[str, tuple[str, str | None, int]] = {}
     for lineno, qid, where, obj in iter_records(queries_path, "query") if queries_path.is_file() else ():
