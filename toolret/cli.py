@@ -519,6 +519,7 @@ def cmd_adapt(args: argparse.Namespace) -> None:
     report = adapt(args.catalog, args.out, queries=args.queries, budget=args.budget, generator=spec, n=args.n,
                    params=_params(args), register=not args.no_register, retrain=args.retrain,
                    shard_prompts=args.shard_prompts, feedback=args.feedback,
+                   only=[c.strip() for c in args.candidates.split(",") if c.strip()] if args.candidates else None,
                    say=lambda m: print(m, file=sys.stderr, flush=True))
     print(json.dumps({"champion": report["selection"]["champion"], "why": report["selection"]["why"],
                       "role": report.get("role", "champion"),
@@ -740,6 +741,8 @@ def build_parser() -> argparse.ArgumentParser:
     ad.add_argument("--feedback", metavar="DIR", help="a toolret feedback folder: its positives trained on "
                     "(inverse-propensity weighted, and unweighted as dense-ft-plain); its held-out queries choose "
                     "the champion where there are at least 50")
+    ad.add_argument("--candidates", help="comma-separated: these candidates only (e.g. bm25,dense,dense-ft: a "
+                    "quick run); at least one untrained, and a fused one's weight source")
     ad.add_argument("--no-register", action="store_true", help="do not log to MLflow / register the champion")
     force_option(ad, "write into an --out folder holding anything but a previous adapt run (nothing of it is "
                  "deleted; adapt adds generations/, work/, champion/, adapt_report.json)")

@@ -65,6 +65,8 @@ KS = (1, 3, 5, 10)
 ALPHA = 0.05
 REUSE_FRACTION = 0.1  # re-adapt: keep the trained adapter while at most this fraction of tools changed
 CARD = "model_card.json"
+# labelled results also paired-tested against: the propensity-weighted dense-ft against the plain one (feedback)
+PAIRED_WITH = {"dense-ft": ("dense-ft-plain",)}
 EXPERIMENT = "toolret-adapt"
 
 
@@ -193,6 +195,29 @@ def choose_champion(per_query: dict[str, dict[str, np.ndarray]], kinds: dict[str
                             f"the untrained {best_untrained} stays champion")
 
 
+def restrict_candidates(pool: list[Any], only: list[str] | tuple[str, ...] | None) -> list[Any]:
+    """The candidates of ``pool`` named in ``only`` (``None``: all), in the pool's order. A name that is not a
+    candidate here is ignored where it is one with feedback only (``dense-ft-plain``).
+
+    Raises:
+        AdaptInputError: an unknown name, no untrained candidate kept (the choice needs one), or a fused
+            candidate kept without the candidate whose weight it takes (``weight_from``).
+    """
+    if only is None:
+        return pool
+    names = {c.name for c in pool}
+    unknown = sorted(set(only) - names - {"dense-ft-plain"})
+    if unknown:
+        raise AdaptInputError(f"candidates {unknown}: not adapt candidates (known: {sorted(names)})")
+    kept = [c for c in pool if c.name in set(only)]
+    if not any(c.kind == "untrained" for c in kept):
+        raise AdaptInputError(f"candidates {list(only)}: keep at least one untrained one {list(UNTRAINED)}")
+    missing = sorted({c.weight_from for c in kept if c.weight_from and c.weight_from not in set(only)})
+    if missing:
+        raise AdaptInputError(f"candidates {list(only)}: the fused ones take their weight from {missing}: keep it")
+    return kept
+
+
 def _labelled(path: str | Path, tools) -> Any:
     queries, qrels = read_queries(path, tools.tool_ids)
     return Catalog(f"{tools.name}-labelled", list(tools.tools), queries, qrels, {"purpose": "evaluation"})
@@ -207,12 +232,14 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
           generator: GeneratorSpec | None = None, n: int | None = None, params: Any = None, llm: Any = None,
           seed: int = 13, finetune_overrides: dict[str, Any] | None = None, register: bool = True,
           tracking_uri: str | None = None, retrain: bool = False, shard_prompts: int = 50,
-          feedback: str | Path | None = None, say=print) -> dict[str, Any]:
+          feedback: str | Path | None = None, only: list[str] | tuple[str, ...] | None = None,
+          say=print) -> dict[str, Any]:
     """Adapt a retriever to the catalog at ``catalog_dir``; the champion lands in ``<out>/champion``.
 
     ``feedback``: a ``toolret feedback`` folder: its training positives are trained on with the synthetic
     requests (dense-ft inverse-propensity weighted, dense-ft-plain unweighted; the adapter is retrained), and
     its held-out queries choose the champion where there are enough (:mod:`toolret.adapt.feedback_selection`).
+    ``only``: these candidates only (:func:`restrict_candidates`; e.g. a quick run of ``bm25, dense, dense-ft``).
 
     Returns the report (also ``<out>/adapt_report.json`` and the champion's model card).
 
@@ -262,6 +289,7 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
     trained_on = (with_feedback(synthetic, fb, weighted=True), with_feedback(synthetic, fb, weighted=False)) \
         if fb else None
     pool = candidates(tools, params, work, budget, n, finetune_overrides, reuse_adapter=reuse, feedback=trained_on)
+    pool = restrict_candidates(pool, only)
     on_feedback, feedback_why = feedback_selection(len(fb.split(HELD_OUT))) if fb else (False, None)
     held_catalog = held_out_catalog(tools, fb) if on_feedback else None
     held_pq: dict[str, dict[str, np.ndarray]] = {}
@@ -327,7 +355,8 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
             "trained": "dense-ft (and the candidates on it): inverse-propensity weighted (clipped) by replication; "
                        "dense-ft-plain: unweighted"},
         "selection": {"metric": SELECT_METRIC, "split": select_split, "champion": champion, "why": why,
-                      "kinds": kinds, "expansion_measured_as_served": as_served},
+                      "kinds": kinds, "expansion_measured_as_served": as_served,
+                      "candidates_only": list(only) if only is not None else None},
         "dev": dev, "labelled": labelled_results, "candidate_seconds": cost,
         "seconds": round(time.perf_counter() - t_start, 1),
     }
@@ -386,8 +415,9 @@ def _score_labelled(final: dict[str, Any], labelled) -> dict[str, Any]:
     for name, pipe in final.items():
         results[name], pq[name] = evaluate_pipeline(pipe, labelled, "test", name)
     for name in results:
+        against = (*BASELINES, *PAIRED_WITH.get(name, ()))
         results[name]["vs"] = {b: {m: _paired(pq[name][m], pq[b][m]) for m in pq[name] if m != "query_id"}
-                               for b in BASELINES if b in pq and b != name}
+                               for b in against if b in pq and b != name}
     return results
 
 
@@ -495,5 +525,6 @@ def resolve_index(ref: str, tracking_uri: str | None = None) -> str:
 
 
 __all__ = ["ALPHA", "CARD", "EXPERIMENT", "MIN_SELECT", "SELECT_METRIC", "SELECT_SUBSET", "SELECT_TARGET", "adapt",
-           "choose_champion", "dev_breakdown", "evaluate_pipeline", "expansion_requests", "goal_requests_per_tool", "log_and_register",
-           "model_card_markdown", "resolve_index", "restrict", "selection_queries"]
+           "choose_champion", "dev_breakdown", "evaluate_pipeline", "expansion_requests", "goal_requests_per_tool",
+           "log_and_register", "model_card_markdown", "resolve_index", "restrict", "restrict_candidates",
+           "selection_queries"]
