@@ -23,7 +23,7 @@ CORE, COMPONENTS, PLATFORM = 0, 1, 2
 NAMES = {CORE: "core", COMPONENTS: "components", PLATFORM: "platform"}
 LAYERS = {
     "toolret": PLATFORM,  # the package facade (re-exports the public API)
-    "toolret.atomic": CORE, "toolret.paths": CORE, "toolret.artifact_key": CORE, "toolret.metrics": CORE,
+    "toolret.atomic": CORE, "toolret.out_folders": CORE, "toolret.paths": CORE, "toolret.artifact_key": CORE, "toolret.metrics": CORE,
     "toolret.catalog": CORE, "toolret.roles": CORE, "toolret.pipeline": CORE, "toolret.evaluation": CORE,
     "toolret.evaluate_api": CORE, "toolret.config": CORE, "toolret.registry": CORE, "toolret.stage_templates": CORE,
     "toolret.jsonl_artifacts": CORE, "toolret.report_file": CORE, "toolret.grid_report": CORE,

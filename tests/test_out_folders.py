@@ -91,12 +91,12 @@ def _catalog(**provenance) -> Catalog:
     ({"source": "openapi", "cleanup": {}}, "catalog clean"),
 ])
 def test_a_catalog_is_recognised_by_its_provenance(tmp_path, provenance, command):
-    from toolret.cli import output_made_by
+    from toolret.out_folders import output_made_by
     assert output_made_by(save_catalog(_catalog(**provenance), tmp_path / "c")) == command
 
 
 def test_other_outputs_are_recognised_by_the_files_they_write(tmp_path):
-    from toolret.cli import output_made_by
+    from toolret.out_folders import output_made_by
 
     def folder(name: str, files: dict[str, str]) -> Path:
         for rel, text in files.items():
@@ -137,7 +137,8 @@ def test_the_rule_itself(tmp_path):
 
 def test_every_command_writing_an_out_folder_takes_force():
     """The commands of OUTPUT_NOUNS are all that write a folder at --out; each has --force."""
-    from toolret.cli import OUTPUT_NOUNS, build_parser
+    from toolret.cli import build_parser
+    from toolret.out_folders import OUTPUT_NOUNS
 
     parser = build_parser()
     for command in OUTPUT_NOUNS:

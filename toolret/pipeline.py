@@ -32,6 +32,7 @@ from toolret.catalog.model import Tool
 from toolret.catalog.tool_records import TOOLS_FILE, catalog_summary, read_tools, tool_record, write_tools
 from toolret.config import apply_overrides
 from toolret.errors import CatalogError
+from toolret.out_folders import PIPELINE_FILE
 from toolret.registry import BuildContext, build_component, load_component, parse_spec
 from toolret.retrieval.base import Ranking, default_query_ids
 from toolret.roles import Corpus, index_retriever
@@ -40,8 +41,6 @@ if TYPE_CHECKING:
     from toolret.catalog.model import Catalog
     from toolret.config import CoreParams
     from toolret.registry import PipelineSpec
-
-PIPELINE_FILE = "pipeline.json"
 
 
 class Pipeline:
