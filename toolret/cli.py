@@ -35,7 +35,7 @@ from toolret.llm.engines import build_generator
 from toolret.llm.server import serve_llm
 from toolret.llm.shards import git_commit, record_generations, run_durable
 from toolret.paths import data_dir, project_dir
-from toolret.out_folders import OUTPUT_NOUNS, output_made_by
+from toolret.out_folders import OUTPUT_NOUNS, PIPELINE_FILE, output_made_by
 from toolret.pipeline import Pipeline, build_pipeline
 from toolret.provenance import sha256_tree
 from toolret.registry import (BuildContext, build_component, cli_commands, component, components, generation_job,
