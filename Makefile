@@ -120,7 +120,7 @@ test: setup
 
 # the unit tests only (no Dagster / DVC / MLflow / subprocess, no training, no LLM): the inner loop
 test-fast: setup
-	$(BIN)/python -m pytest -q -m unit tests
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m unit tests
 
 # Dagster + MLflow UIs. The run links in Dagster's report metadata point at this MLflow UI
 # (TOOLRET_MLFLOW_UI_URL). MLflow 3 opens an experiment on its GenAI views unless the URL says

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 import sys
 from pathlib import Path
 
@@ -60,6 +61,15 @@ def pytest_collection_modifyitems(config, items):
         group = xdist_group_of(item)
         if group is not None and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group))
+    # the heavy modules first (those that train or run an LLM, then those with servers, DVC, Dagster), each module
+    # kept whole and in order: the workers take the long groups while there is other work to balance them
+    # (longest first), instead of one worker finishing a long group alone at the end
+    rank = {}
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        kind = 0 if item.get_closest_marker("slow") else 1 if item.get_closest_marker("integration") else 2
+        rank[module] = min(rank.get(module, 2), kind)
+    items.sort(key=lambda item: rank[item.nodeid.split("::", 1)[0]])  # stable: collection order within a rank
 
 
 @pytest.fixture
@@ -69,9 +79,11 @@ def fixture_catalog_dir(tmp_path: Path) -> Path:
 
 
 def pytest_runtest_logreport(report):
-    """``TOOLRET_TEST_TIMES=<file>``: one line per test phase as it ends (``nodeid  phase  seconds  outcome``),
+    """``TOOLRET_TEST_TIMES=<file>``: one line per test phase as it ends (``nodeid  phase  seconds  outcome  worker
+    end-time``),
     appended as the run goes (``tools/test_durations.py`` reads it; ``--durations`` prints only at the end)."""
     path = os.environ.get("TOOLRET_TEST_TIMES")
     if path and getattr(report, "node", None) is None:  # under xdist the controller sees each report again
         with open(path, "a", encoding="utf-8") as f:
-            f.write(f"{report.nodeid}\t{report.when}\t{report.duration:.3f}\t{report.outcome}\n")
+            f.write(f"{report.nodeid}\t{report.when}\t{report.duration:.3f}\t{report.outcome}\t"
+                    f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}\t{time.time():.1f}\n")

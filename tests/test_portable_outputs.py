@@ -100,6 +100,7 @@ def _read_records(path: Path) -> list:
     return [json.loads(text)]
 
 
+@pytest.mark.integration  # reads every committed output
 def test_no_committed_output_or_run_info_names_a_machine_path() -> None:
     files = _committed_outputs()
     assert files, "no committed outputs under data/ (git ls-files data)"

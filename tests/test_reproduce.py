@@ -95,6 +95,7 @@ def test_a_malformed_matrix_names_the_file_and_cell(tmp_path) -> None:
         load_matrix(folder)
 
 
+@pytest.mark.integration  # MLflow
 def test_mlflow_runs_carry_the_records_numbers_and_the_readme_the_same(tmp_path) -> None:
     from toolret.tracking.reproduction import REPRODUCTION_EXPERIMENT, log_reproduction_matrix
     from toolret.tracking.store import get_client

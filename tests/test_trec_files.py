@@ -16,6 +16,7 @@ from toolret.errors import EvaluationError
 from toolret.evaluation import qrels_from_catalog, run_path_for
 
 
+@pytest.mark.integration  # ranx compiles its metrics with numba (tens of seconds in a fresh venv)
 def test_the_evaluate_command_writes_a_run_file_ranx_and_trec_eval_score_the_same(fixture_catalog_dir, tmp_path):
     ranx = pytest.importorskip("ranx")
     pytrec_eval = pytest.importorskip("pytrec_eval")
@@ -112,6 +113,7 @@ def test_the_record_run_file_is_gzip_with_the_same_bytes_every_time(tmp_path):
     assert one == two and gzip.decompress(one) == b"q Q0 a 1 1 t\n"
 
 
+@pytest.mark.integration  # ranx compiles its metrics with numba (tens of seconds in a fresh venv)
 def test_every_committed_record_has_a_run_file_ranx_reads_back_to_its_metrics(tmp_path):
     """The parity test: each record's <stem>.run.trec.gz, read by ranx against the gold of its per-query file,
     gives the record's recall@k, ndcg@k and mrr (comp@k, which ranx lacks, from the run file's lines)."""

@@ -25,9 +25,9 @@ def read_times(path: Path) -> dict[str, float]:
     phases: dict[str, dict[str, float]] = collections.defaultdict(dict)
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         parts = line.split("\t")
-        if len(parts) != 4:
-            raise SystemExit(f"{path}:{n}: expected 4 tab-separated fields, got {line!r}")
-        nodeid, phase, seconds, _ = parts
+        if len(parts) not in (4, 6):
+            raise SystemExit(f"{path}:{n}: expected 6 tab-separated fields, got {line!r}")
+        nodeid, phase, seconds = parts[:3]
         phases[nodeid][phase] = float(seconds)
     return {nodeid: sum(p.values()) for nodeid, p in phases.items()}
 

@@ -48,6 +48,7 @@ def test_docstring_example_runs() -> None:
     assert doctest.testmod(api).failed == 0
 
 
+@pytest.mark.integration  # ranx compiles its metrics with numba (tens of seconds in a fresh venv)
 def test_parity_with_ranx_per_query_and_mean() -> None:
     import ranx
 

@@ -82,6 +82,7 @@ def test_parity_pytrec_eval(data) -> None:
     assert_allclose(pq["mrr"], ref("recip_rank"), atol=1e-6)
 
 
+@pytest.mark.integration  # ranx compiles its metrics with numba (tens of seconds in a fresh venv)
 def test_parity_ranx(data) -> None:
     ranx = pytest.importorskip("ranx")
     ranked, gold, qids, pq = data

@@ -37,6 +37,7 @@ def rankings():
     return [_random_ranking(1, 7, short_row=True), _random_ranking(2, 8, short_row=False)]
 
 
+@pytest.mark.integration  # ranx compiles its metrics with numba (tens of seconds in a fresh venv)
 def test_equal_weight_rrf_is_ranx_rrf_scaled(rankings):
     from ranx import fuse
 
@@ -48,6 +49,7 @@ def test_equal_weight_rrf_is_ranx_rrf_scaled(rankings):
             assert ours[q][tool] == pytest.approx(0.5 * score, rel=1e-6)
 
 
+@pytest.mark.integration  # ranx compiles its metrics with numba (tens of seconds in a fresh venv)
 def test_weighted_minmax_is_ranx_wsum_of_minmax(rankings):
     from ranx import fuse
 
