@@ -85,9 +85,13 @@ def _norm(text: str) -> str:
     return " ".join(text.split()).lower()
 
 
-def prepare(catalog, catalog_ref: str, work: Path) -> Setup:
+def prepare(catalog, catalog_ref: str, work: Path, documents: str = "served") -> Setup:
     """The catalogue's tools as the MCP server offers them and the gateway converts them; the test split
-    mapped to the gateway's ids; the traffic pool (non-test queries, none with a test query's text)."""
+    mapped to the gateway's ids; the traffic pool (non-test queries, none with a test query's text).
+
+    ``documents``: what adapt adapts -- ``served``, the gateway's conversion (the documents it indexes);
+    ``catalogue``, each tool's own catalogue document under its gateway id (the gateway still indexes the
+    served ones), so that the request generations already made for the catalogue answer adapt's prompts."""
     import mcp_types as types
 
     from toolret.catalog.io import save_catalog
@@ -108,10 +112,18 @@ def prepare(catalog, catalog_ref: str, work: Path) -> Setup:
     work.mkdir(parents=True, exist_ok=True)
     from toolret.atomic import write_text
 
+    if documents == "catalogue":
+        import dataclasses
+
+        adapted = [dataclasses.replace(t, id=to_gateway[t.id]) for t in catalog.tools]
+    else:
+        adapted = gateway_tools
+
     tools_jsonl = work / "tools.jsonl"
     write_text(tools_jsonl, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    catalog_dir = save_catalog(Catalog(catalog.name, gateway_tools, [], {},
-                                       {"source": f"{catalog_ref} via the gateway's MCP conversion",
+    catalog_dir = save_catalog(Catalog(catalog.name, adapted, [], {},
+                                       {"source": f"{catalog_ref} via the gateway's MCP conversion"
+                                        + (" (ids; the catalogue's own documents)" if documents == "catalogue" else ""),
                                         "purpose": "serving"}), work / "catalog")
 
     def gold(qid: str) -> set[str]:
@@ -142,7 +154,9 @@ def prepare(catalog, catalog_ref: str, work: Path) -> Setup:
             "left_out_same_text_as_a_test_query": len(servable) - len(traffic),
             "left_out_not_servable": len(candidates) - len(servable),
             "documents": "each tool's catalogue document as its MCP description, converted by the gateway "
-                         "(tool_index.gateway_tool); adapt adapts those same documents"}
+                         "(tool_index.gateway_tool), which indexes and serves those; adapt adapts "
+                         + ("the same documents" if documents == "served" else
+                            "each tool's catalogue document under its gateway id (--documents catalogue)")}
     return Setup(catalog.name, catalog_dir, tools_jsonl, labelled, test, traffic,
                  {q.id: gold(q.id) for q in traffic}, test_texts, info)
 
@@ -277,6 +291,21 @@ def promotion() -> dict[str, Any]:
                     "replaces the old one at every round"}
 
 
+def seed_generations(source: Path, adapt_dir: Path) -> int:
+    """Copy the generation shards under ``source`` (e.g. ``data/adapt/<catalogue>/generations``) that
+    ``adapt_dir`` lacks: adapt answers every prompt they hold from them (prompts depend on documents only)."""
+    from toolret.atomic import atomic_path
+
+    copied = 0
+    for path in sorted(source.rglob("shard-*")):
+        dst = adapt_dir / "generations" / path.relative_to(source)
+        if not dst.exists():
+            with atomic_path(dst) as tmp:
+                shutil.copyfile(path, tmp)
+            copied += 1
+    return copied
+
+
 def copy_champion(src: Path, dst: Path) -> None:
     from toolret.atomic import atomic_directory
 
@@ -299,7 +328,8 @@ def settings(args, setup: Setup) -> dict[str, Any]:
     return {"catalog": setup.info["ref"], "seed": args.seed, "k": args.k, "explore": args.explore, "eta": args.eta,
             "c_pos": args.c_pos, "c_neg": args.c_neg, "session_searches": args.session_searches,
             "holdout": args.holdout, "adapt_budget": args.adapt_budget, "n": args.n, "finetune": args.finetune,
-            "candidates": args.candidates, "llm_model": args.llm_model, "compare_bias": args.compare_bias}
+            "candidates": args.candidates, "llm_model": args.llm_model, "compare_bias": args.compare_bias,
+            "documents": args.documents}
 
 
 def parse_finetune(text: str | None) -> dict[str, Any]:
@@ -335,6 +365,11 @@ def parse_args(argv: list[str] | None):
     p.add_argument("--llm-model", default="qwen2.5-coder-0.5b-instruct", help="adapt's request generator")
     p.add_argument("--compare-bias", action="store_true", help="adapt also scores its candidates on the test "
                    "queries: dense-ft (propensity-weighted) vs dense-ft-plain, paired p")
+    p.add_argument("--documents", choices=["served", "catalogue"], default="served",
+                   help="what adapt adapts: the gateway's conversion of each tool (served) or the tool's catalogue "
+                        "document under its gateway id (catalogue: the catalogue's committed generations answer)")
+    p.add_argument("--generations", help="a folder of generation shards made for these documents (e.g. "
+                   "data/adapt/toollens/generations): copied into the work folder's adapt before round 0")
     p.add_argument("--work", help="the work folder (default data/feedback_loop/<catalog>-seed<seed>; not in git)")
     p.add_argument("--out", help="the record (default benchmarks/results/feedback_loop/<catalog>-seed<seed>.json)")
     p.add_argument("--quiet", action="store_true", help="no progress bars or adapt messages")
@@ -363,7 +398,7 @@ def main(argv: list[str] | None = None, llm: Any = None) -> int:
     slug = f"{catalog.name}-seed{args.seed}"
     work = Path(args.work) if args.work else ROOT / "data" / "feedback_loop" / slug
     out = Path(args.out) if args.out else RESULTS / f"{slug}.json"
-    setup = prepare(catalog, args.catalog, work)
+    setup = prepare(catalog, args.catalog, work, args.documents)
     config = settings(args, setup)
     config_file = work / "settings.json"
     from toolret.atomic import write_json
@@ -414,6 +449,8 @@ def main(argv: list[str] | None = None, llm: Any = None) -> int:
         t0 = time.perf_counter()
         entry: dict[str, Any] = {"round": rnd, "searches": expected}
         if rnd == 0:
+            if args.generations:
+                entry["generation_shards_copied"] = seed_generations(Path(args.generations), work / "adapt")
             report = run_adapt(setup, work, None, args, llm)
         else:
             previous = rounds / str(rnd - 1)

@@ -1,7 +1,7 @@
 """TREC run files written by every evaluation: ranx and pytrec_eval read them back (with qrels written the
 same way) to the metrics the result JSON holds; ids with whitespace round-trip. The committed result records
-(results/records): each has its gzipped run file, which ranx reads back to the record's metrics (ties are
-written strictly ranked), and carries its condition and what produced it."""
+(results/records): each has its gzipped run file, which trec_eval reads back to the record's metrics (ties
+are written strictly ranked), and carries its condition and what produced it."""
 
 from __future__ import annotations
 
@@ -113,47 +113,58 @@ def test_the_record_run_file_is_gzip_with_the_same_bytes_every_time(tmp_path):
     assert one == two and gzip.decompress(one) == b"q Q0 a 1 1 t\n"
 
 
-@pytest.mark.integration  # ranx compiles its metrics with numba (tens of seconds in a fresh venv)
-def test_every_committed_record_has_a_run_file_ranx_reads_back_to_its_metrics(tmp_path):
-    """The parity test: each record's <stem>.run.trec.gz, read by ranx against the gold of its per-query file,
-    gives the record's recall@k, ndcg@k and mrr (comp@k, which ranx lacks, from the run file's lines)."""
+def _record_ids() -> list[str]:
+    return [f"{r.parent.name}/{r.name.removesuffix('.json')}" for r in _committed_records()]
+
+
+TREC_EVAL_MEASURE = {"recall": "recall_{k}", "ndcg": "ndcg_cut_{k}"}
+
+
+@pytest.mark.parametrize("record_id", _record_ids())
+def test_every_committed_record_has_a_run_file_trec_eval_reads_back_to_its_metrics(record_id):
+    """The parity test, one record each: its <stem>.run.trec.gz, read by trec_eval (pytrec_eval) against the gold
+    of its per-query file, gives the record's recall@k, ndcg@k and mrr (comp@k, which trec_eval lacks, from the
+    run file's lines). trec_eval, not ranx, is the reference here: no numba compile (ranx's parity with the
+    project's metrics is tests/metrics/test_metrics_parity.py and the evaluate command's test above)."""
     import gzip
 
-    ranx = pytest.importorskip("ranx")
-    missing, bad = [], []
-    for record in _committed_records():
-        stem = record.name.removesuffix(".json")
-        run_file = record.with_name(f"{stem}.run.trec.gz")
-        if not run_file.is_file():
-            missing.append(str(record.relative_to(record.parents[2])))
-            continue
-        result = json.loads(record.read_text(encoding="utf-8"))
-        rows = [json.loads(line) for line in record.with_name(f"{stem}.per_query.jsonl").read_text(
-            encoding="utf-8").splitlines()]
-        assert len(rows) == result["n_queries"], record
-        plain = tmp_path / f"{record.parent.name}-{stem}.run"
-        plain.write_bytes(gzip.decompress(run_file.read_bytes()))
-        # the run file holds ids as TREC can (whitespace and "%" percent-encoded): so do these judgements
-        qrels = ranx.Qrels({_trec_id(r["query_id"]): {_trec_id(t): 1 for t in r["gold"]} for r in rows})
-        run = ranx.Run.from_file(str(plain), kind="trec")
-        names = [m for m in result["metrics"] if not m.startswith("comp@")]
-        got = ranx.evaluate(qrels, run, names, make_comparable=True)
-        # by descending score, as ranx and trec_eval rank them (read from the file's lines: ranx's Run.to_dict()
-        # of a ToolLens run alone took 4 s)
-        scores: dict[str, dict[str, float]] = {}
-        for line in plain.read_text(encoding="utf-8").splitlines():
-            q, _, t, _, score, _ = line.split()
-            scores.setdefault(q, {})[t] = float(score)
-        ranked = {q: [t for t, _ in sorted(docs.items(), key=lambda kv: -kv[1])] for q, docs in scores.items()}
-        for r in rows:
-            for m in (m for m in result["metrics"] if m.startswith("comp@")):
-                k = int(m.split("@")[1])
-                gold = {_trec_id(t) for t in r["gold"]}
-                got[m] = got.get(m, 0.0) + float(gold <= set(ranked.get(_trec_id(r["query_id"]), [])[:k])) / len(rows)
-        bad += [f"{record.parent.name}/{stem} {m}: ranx {got[m]!r} != record {v!r}"
-                for m, v in result["metrics"].items() if got[m] != pytest.approx(v, abs=1e-9)]
-    if missing:
-        bad.append(f"records without a run file (re-record them: toolret evaluate ... --record): {missing}")
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    from toolret.stages import ROOT
+
+    record = ROOT / "results" / "records" / f"{record_id}.json"
+    stem = record.name.removesuffix(".json")
+    run_file = record.with_name(f"{stem}.run.trec.gz")
+    assert run_file.is_file(), f"{record_id}: no run file (re-record it: toolret evaluate ... --record)"
+    result = json.loads(record.read_text(encoding="utf-8"))
+    rows = [json.loads(line) for line in record.with_name(f"{stem}.per_query.jsonl").read_text(
+        encoding="utf-8").splitlines()]
+    assert len(rows) == result["n_queries"], record
+    # the run file holds ids as TREC can (whitespace and "%" percent-encoded): so do these judgements
+    qrels = {_trec_id(r["query_id"]): {_trec_id(t): 1 for t in r["gold"]} for r in rows}
+    scores: dict[str, dict[str, float]] = {}
+    for line in gzip.decompress(run_file.read_bytes()).decode("utf-8").splitlines():
+        q, _, t, _, score, _ = line.split()
+        scores.setdefault(q, {})[t] = float(score)
+    wanted, names = set(), {}
+    for m in result["metrics"]:
+        kind, _, k = m.partition("@")
+        if kind in TREC_EVAL_MEASURE:
+            names[m] = TREC_EVAL_MEASURE[kind].format(k=k)
+        elif m == "mrr":
+            names[m] = "recip_rank"
+        if m in names:
+            wanted.add(names[m].replace("_cut_", "_cut.").replace("recall_", "recall."))
+    per_query = pytrec_eval.RelevanceEvaluator(qrels, wanted).evaluate(scores)
+    # a judged query with no line in the run file scores 0 (trec_eval -c): the mean is over every judged query
+    got = {m: sum(v[name] for v in per_query.values()) / len(rows) for m, name in names.items()}
+    # by descending score, as trec_eval ranks them (the record's run file is strictly ranked)
+    ranked = {q: [t for t, _ in sorted(docs.items(), key=lambda kv: -kv[1])] for q, docs in scores.items()}
+    for m in (m for m in result["metrics"] if m.startswith("comp@")):
+        k = int(m.split("@")[1])
+        got[m] = sum(float({_trec_id(t) for t in r["gold"]} <= set(ranked.get(_trec_id(r["query_id"]), [])[:k]))
+                     for r in rows) / len(rows)
+    bad = [f"{record_id} {m}: trec_eval {got[m]!r} != record {v!r}"
+           for m, v in result["metrics"].items() if got[m] != pytest.approx(v, abs=1e-9)]
     assert not bad, "\n".join(bad)
 
 
