@@ -52,6 +52,7 @@ def xdist_group_of(item) -> str | None:
     return None
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the xdist_group marks into the node ids
 def pytest_collection_modifyitems(config, items):
     """``unit``: a test with neither ``integration`` (Dagster, DVC, MLflow, subprocesses, servers) nor ``slow``
     (trains a model or runs an LLM) -- ``make test-fast`` runs those. Each test's xdist group: xdist_group_of."""
@@ -78,6 +79,12 @@ def fixture_catalog_dir(tmp_path: Path) -> Path:
     return write_fixture_catalog(tmp_path / "fixture_catalog")
 
 
+def _plain_nodeid(nodeid: str) -> str:
+    """The node id without the ``@group`` suffix ``--dist loadgroup`` appends (after any parameter ids)."""
+    at = nodeid.rfind("@")
+    return nodeid[:at] if at > nodeid.rfind("]") else nodeid
+
+
 def pytest_runtest_logreport(report):
     """``TOOLRET_TEST_TIMES=<file>``: one line per test phase as it ends (``nodeid  phase  seconds  outcome  worker
     end-time``),
@@ -85,5 +92,5 @@ def pytest_runtest_logreport(report):
     path = os.environ.get("TOOLRET_TEST_TIMES")
     if path and getattr(report, "node", None) is None:  # under xdist the controller sees each report again
         with open(path, "a", encoding="utf-8") as f:
-            f.write(f"{report.nodeid}\t{report.when}\t{report.duration:.3f}\t{report.outcome}\t"
+            f.write(f"{_plain_nodeid(report.nodeid)}\t{report.when}\t{report.duration:.3f}\t{report.outcome}\t"
                     f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}\t{time.time():.1f}\n")
