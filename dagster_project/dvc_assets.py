@@ -275,6 +275,9 @@ def load_stage_items(project_dir: str | Path | None = None, translator: "DvcTran
     with Repo(str(root), uninitialized=not (root / ".dvc").is_dir()) as repo:
         # only the project's dvc.yaml: `repo.index` would walk the whole tree (.venv included)
         dvcfile = load_file(repo, str(root / "dvc.yaml"))
+        # the graph needs dvc.yaml alone: DVC would parse dvc.lock (~2 MB, a pure-Python YAML parse of ~8 s) to
+        # fill in hashes no item reads (the asset metadata reads the lock itself, toolret.provenance)
+        dvcfile.lockfile_contents = {}
         stages = [s for s in dvcfile.stages.values() if getattr(s, "name", None)]
         # foreach/matrix item values, as DVC resolved them (generated name -> values)
         generated: dict[str, dict[str, Any]] = {}

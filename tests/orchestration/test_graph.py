@@ -32,17 +32,29 @@ def test_definitions_validate_cli(tmp_path: Path) -> None:
     assert "Validation successful" in proc.stdout + proc.stderr
 
 
-def test_real_dvc_yaml_graph() -> None:
+@pytest.fixture(scope="module")
+def stage_items():
+    """The repository's stage items, read once for the tests below (they only read them)."""
+    return load_stage_items(REPO)
+
+
+@pytest.fixture(scope="module")
+def definitions():
+    """The repository's Definitions, built once for the tests below (they only read them)."""
+    return build_definitions(REPO)
+
+
+def test_real_dvc_yaml_graph(stage_items, definitions) -> None:
     """Every expanded stage item of the repository's dvc.yaml is an asset with deps from deps/outs."""
     params = yaml.safe_load((REPO / "params.yaml").read_text())
-    items = load_stage_items(REPO)
+    items = stage_items
     names = {i.name for i in items}
     for ds in params["datasets"]:
         assert {f"catalog@{ds}", f"clean@{ds}"} <= names
         for m in params["methods"]:
             assert {f"index@{ds}-{m}", f"evaluate@{ds}-{m}"} <= names
 
-    graph = build_definitions(REPO).resolve_asset_graph()
+    graph = definitions.resolve_asset_graph()
     keys = graph.get_all_asset_keys()
     assert K(["catalog", "toollens"]) in keys
     assert K(["index", "mtrb-restbench.bm25"]) in keys  # matrix values, not a split on "-"
@@ -65,14 +77,14 @@ def test_real_dvc_yaml_graph() -> None:
     assert len(keys) == n_items + n_reports + 1
 
 
-def test_node_labels_name_dataset_and_method_and_groups_fit() -> None:
+def test_node_labels_name_dataset_and_method_and_groups_fit(stage_items, definitions) -> None:
     """The asset graph shows a node's last key part only (and cuts it past 31 characters in the middle),
     a collapsed group's name up to 17 characters: no group holds two nodes with the same label, a label
     names the item's dataset and method, a group name is not cut."""
     from dagster_project.dvc_assets import GROUP_NAME_MAX
 
-    items = load_stage_items(REPO)
-    graph = build_definitions(REPO).resolve_asset_graph()
+    items = stage_items
+    graph = definitions.resolve_asset_graph()
     by_key = {i.asset_key: i for i in items}
     by_name = {i.name: i for i in items}
     labels: dict[str, list[str]] = {}
@@ -93,12 +105,12 @@ def test_node_labels_name_dataset_and_method_and_groups_fit() -> None:
     assert groups["evaluate"] == "evaluate" and groups.get("reinvoke_ablations", "reinvoke_ablate") == "reinvoke_ablate"
 
 
-def test_every_data_dep_is_produced_by_a_stage() -> None:
+def test_every_data_dep_is_produced_by_a_stage(stage_items) -> None:
     """A stage reading data/... that no stage writes (e.g. a *_datasets list naming a dataset missing
     from `datasets`) would fail at `dvc repro` time; catch it when the graph is built."""
     import subprocess
 
-    items = load_stage_items(REPO)
+    items = stage_items
     outs = [o for i in items for o in i.outs]
     # committed inputs are not stage outputs: the durable LLM generations (data/generations, written by
     # `toolret generate-shards` and kept in git) -- a dep is fine when git tracks files under it
@@ -109,8 +121,8 @@ def test_every_data_dep_is_produced_by_a_stage() -> None:
     assert not dangling, dangling
 
 
-def test_checks_schedule_sensor_job_present() -> None:
-    defs = build_definitions(REPO)
+def test_checks_schedule_sensor_job_present(definitions) -> None:
+    defs = definitions
     check_keys = defs.resolve_asset_graph().asset_check_keys
     assert dg.AssetCheckKey(K(["catalog", "toollens"]), "catalog_valid") in check_keys
     assert dg.AssetCheckKey(K(["clean", "toollens"]), "catalog_valid") in check_keys
@@ -125,14 +137,14 @@ def test_checks_schedule_sensor_job_present() -> None:
     assert job.executor_def.name == "in_process"
 
 
-def test_paper_job_retrains_exactly_the_training_stages() -> None:
+def test_paper_job_retrains_exactly_the_training_stages(stage_items, definitions) -> None:
     """`make paper` (toolret_all) forces every stage that trains a model: their committed artifacts are up to
     date for DVC, so without --force the paper protocol would retrain none of them."""
-    items = load_stage_items(REPO)
+    items = stage_items
     trains = {i.name.split("@")[0] for i in items if i.trains}
     assert trains == {"finetune", "colt", "toolrerank_train", "qta_adapter", "qta_synthetic", "qta_syn_ft",
                       "qta_syn_large"}
-    defs = build_definitions(REPO)
+    defs = definitions
     ops = (defs.resolve_job_def(ALL_JOB).run_config or {}).get("ops", {})  # the job's default run config
     assert set(ops) == {op_name_for(i.name) for i in items if i.trains}
     assert all(v == {"config": {"force": True}} for v in ops.values())
