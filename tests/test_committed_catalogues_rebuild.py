@@ -9,6 +9,7 @@ code reproduces (7,387 training queries where the code writes 7,390)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -27,9 +28,17 @@ SHARED = source_root()
 SOURCE = "toolbench-g1-instruction"
 
 
+@functools.lru_cache(maxsize=1)
+def _locked_stages() -> dict[str, dict]:
+    """dvc.lock's stages, read once per process (the C YAML loader, :func:`toolret.provenance.read_dvc_lock`)."""
+    from toolret.provenance import read_dvc_lock
+
+    return read_dvc_lock(REPO)["stages"]
+
+
 def _synthesize_stages() -> dict[str, dict]:
     """``{name: lock entry}`` of the synthetic catalogs built from the ToolBench G1 curated catalog."""
-    stages = yaml.safe_load((REPO / "dvc.lock").read_text())["stages"]
+    stages = _locked_stages()
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     return {key.split("@", 1)[1]: entry for key, entry in stages.items()
             if key.startswith("synthesize@") and params["synthetic"][key.split("@", 1)[1]]["source"] == SOURCE}
@@ -87,7 +96,7 @@ def test_the_lock_lists_the_synthetic_catalogs_this_test_rebuilds() -> None:
 def test_the_committed_synthetic_catalogs_rebuild_to_their_locked_bytes(built_elsewhere: Path) -> None:
     project = built_elsewhere  # the catalogs built there from dvc.lock's commands (toolbench-g1-instruction's too)
     (project / "data" / "generations").symlink_to(REPO / "data" / "generations", target_is_directory=True)
-    stages = yaml.safe_load((REPO / "dvc.lock").read_text())["stages"]
+    stages = _locked_stages()
     commands = [["catalog", "clean", "--catalog", f"data/catalogs/{SOURCE}", "--out", f"data/curated/{SOURCE}"]]
     commands += [["catalog", "synthesize", "--name", name, "--out", f"data/curated/{name}"]
                  for name in sorted(_synthesize_stages())]
@@ -103,7 +112,7 @@ def test_the_committed_synthetic_catalogs_rebuild_to_their_locked_bytes(built_el
 
 
 def _catalog_stages() -> dict[str, dict]:
-    stages = yaml.safe_load((REPO / "dvc.lock").read_text())["stages"]
+    stages = _locked_stages()
     return {key: entry for key, entry in stages.items() if key.startswith("catalog@")}
 
 
