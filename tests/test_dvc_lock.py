@@ -59,12 +59,16 @@ def stale_committed_stages() -> dict[str, list[str]]:
     params or command, or whose committed outputs and ``dvc.lock`` disagree. A stage with such outputs
     neither committed nor locked is not produced yet (``make run`` defers it) and is not stale."""
     from dvc.dependency.param import ParamsDependency
+    from dvc.dvcfile import load_file
     from dvc.repo import Repo
 
     tracked = _git_files()
     lock = _yaml12((ROOT / "dvc.lock").read_text(encoding="utf-8"))["stages"]
     params_yaml = _yaml12((ROOT / "params.yaml").read_text(encoding="utf-8"))
-    stages = {s.addressing: s for s in Repo(str(ROOT)).index.stages}
+    with Repo(str(ROOT)) as repo:  # dvc.yaml's stages (not repo.index: it would parse dvc.lock a second time,
+        dvcfile = load_file(repo, str(ROOT / "dvc.yaml"))  # ~10 s, for hashes this reads from `lock` above)
+        dvcfile.lockfile_contents = {}
+        stages = {s.addressing: s for s in dvcfile.stages.values()}
     stale: dict[str, list[str]] = {}
     for name in sorted(set(lock) | set(stages)):
         stage, locked = stages.get(name), lock.get(name)
