@@ -18,8 +18,10 @@ those of docs/ADAPT.md, which adapt the curated documents). Then, round after ro
    ``c_neg`` (noise);
 3. ``toolret feedback`` (:func:`toolret.feedback.query_set.build_feedback`) over all receipts so far, then
    ``toolret adapt --feedback`` (:func:`toolret.adapt.adapt`, the same adapt folder: its generations are
-   reused) makes the next champion. There is no ``toolret promote`` in this code: the new champion replaces
-   the old one (the record says so per round).
+   reused) makes the round's challenger;
+4. ``toolret promote``'s rule (:func:`toolret.adapt.promotion.feedback_verdict`): the challenger replaces the
+   serving champion only when it beats it on the round's held-out feedback (the newest traffic, never trained
+   on) with paired ``p < 0.05``; each decision is an MLflow run in ``<work>/mlflow.db`` and in the record.
 
 Each round's champion is scored on the catalogue's TEST queries (never in traffic: asserted, and every
 round's receipts are checked): Recall@5 (and nDCG@5 ...) with bootstrap 95% CIs
@@ -41,7 +43,6 @@ the last).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import platform
@@ -63,7 +64,6 @@ SERVER_SCRIPT = Path(__file__).resolve().parent / "mcp_catalog_server.py"
 SERVER = "catalog"  # the gateway's namespace of the catalogue's tools (ids catalog__<name>)
 RESULTS = ROOT / "benchmarks" / "results" / "feedback_loop"
 KS = (1, 3, 5, 10)
-PROMOTE_MODULES = ("toolret.promote", "toolret.adapt.promote", "toolret.promotion")
 STATE = "round.json"
 
 
@@ -280,15 +280,26 @@ def bias_comparison(report: dict[str, Any]) -> dict[str, Any] | None:
             "n_queries": w["n_queries"]}
 
 
-def promotion() -> dict[str, Any]:
-    found = [m for m in PROMOTE_MODULES if importlib.util.find_spec(m) is not None]
-    if found:
-        return {"function": found[0], "used": False,
-                "rule": f"{found[0]} exists but this simulator does not call it yet: the new adapt champion "
-                        "replaces the old one"}
-    return {"function": None, "used": False,
-            "rule": "no promote function in this code (toolret promote is not there yet): the new adapt champion "
-                    "replaces the old one at every round"}
+PROMOTION_RULE = ("the round's adapt champion is the challenger; it is promoted when it beats the serving champion on "
+                  "the round's held-out feedback (the newest traffic, never trained on) with paired p < 0.05 "
+                  "(toolret.adapt.promotion.feedback_verdict, toolret promote's rule), else the champion keeps "
+                  "serving; every decision is an MLflow run (<work>/mlflow.db, experiment toolret-adapt)")
+
+
+def decide(champion: Path, challenger: Path, feedback: Path, catalog: str, work: Path, rnd: int) -> dict[str, Any]:
+    """toolret promote's held-out-feedback verdict on the serving champion and the round's challenger, logged to
+    the work folder's MLflow store (:func:`toolret.adapt.promotion._log_decision`)."""
+    from toolret.adapt.promotion import _log_decision, feedback_verdict
+    from toolret.adapt.run import EXPERIMENT
+    from toolret.tracking import get_client
+
+    verdict = feedback_verdict(champion, challenger, feedback)
+    decision = {"catalog": catalog, "round": rnd, "champion": str(champion.relative_to(work)),
+                "challenger": str(challenger.relative_to(work)), "alpha": verdict["alpha"],
+                "decision": "promote" if verdict["challenger_wins"] else "keep", "feedback": verdict,
+                "interleaving": None}
+    decision["mlflow_run"] = _log_decision(get_client(f"sqlite:///{work / 'mlflow.db'}"), EXPERIMENT, decision)
+    return decision
 
 
 def seed_generations(source: Path, adapt_dir: Path) -> int:
@@ -425,7 +436,7 @@ def main(argv: list[str] | None = None, llm: Any = None) -> int:
         "adapt": {"budget": args.adapt_budget, "n": args.n, "finetune_overrides": args.finetune,
                   "candidates": args.candidates or "all", "llm_model": args.llm_model, "registered": False,
                   "compare_bias": args.compare_bias},
-        "promotion": promotion(), "rounds": [],
+        "promotion": {"rule": PROMOTION_RULE}, "rounds": [],
         "machine": {"cpus": len(os.sched_getaffinity(0)), "platform": platform.platform()}}
 
     def write_record() -> None:
@@ -469,12 +480,21 @@ def main(argv: list[str] | None = None, llm: Any = None) -> int:
             report = run_adapt(setup, work, folder / "feedback", args, llm)
             if args.compare_bias:
                 entry["bias_comparison"] = bias_comparison(report)
-        copy_champion(work / "adapt" / "champion", folder / "champion")
         write_json(folder / "adapt_report.json", report)
         entry["adapt"] = adapt_summary(report)
-        entry["champion"] = report["selection"]["champion"]
-        entry["promotion"] = {"decision": "replaced" if rnd else "first champion",
-                              "rule": record["promotion"]["rule"]}
+        if rnd == 0:
+            copy_champion(work / "adapt" / "champion", folder / "champion")
+            entry["champion"] = report["selection"]["champion"]
+            entry["promotion"] = {"decision": "first champion"}
+        else:
+            copy_champion(work / "adapt" / "champion", folder / "challenger")
+            entry["challenger"] = report["selection"]["champion"]
+            entry["promotion"] = decide(previous / "champion", folder / "challenger", folder / "feedback",
+                                        setup.name, work, rnd)
+            promoted = entry["promotion"]["decision"] == "promote"
+            copy_champion(folder / "challenger" if promoted else previous / "champion", folder / "champion")
+            entry["champion"] = entry["challenger"] if promoted else served_by
+            entry["challenger_test"] = score(folder / "challenger", setup)  # scored only, never chosen on
         entry["test"] = score(folder / "champion", setup)
         entry["seconds"] = round(time.perf_counter() - t0, 1)
         write_json(state, entry)  # the round is finished once this exists

@@ -17,6 +17,7 @@ from toolret.evaluation import qrels_from_catalog, run_path_for
 
 
 @pytest.mark.integration  # ranx compiles its metrics with numba (tens of seconds in a fresh venv)
+@pytest.mark.xdist_group("ranx")  # on one worker: ranx's numba metrics compiled (and cached) once, not per worker
 def test_the_evaluate_command_writes_a_run_file_ranx_and_trec_eval_score_the_same(fixture_catalog_dir, tmp_path):
     ranx = pytest.importorskip("ranx")
     pytrec_eval = pytest.importorskip("pytrec_eval")

@@ -25,6 +25,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240
 
 TINY = {"epochs": 1, "max_train_pairs": 64}
 N = 2  # requests per tool
+TOOLS_KILLED = 6  # the catalogue the kill -9 test adapts (shards of 2 tools: killed after the first of 3)
 
 
 @pytest.fixture(scope="module")
@@ -203,12 +204,13 @@ def test_a_generator_server_that_is_down_is_named(fixture_catalog, tmp_path) -> 
 def test_a_killed_adapt_resumes_from_its_shards(tmp_path) -> None:
     from make_fixture import write_fixture_catalog
 
-    # its own smaller catalog (12 tools): the run generates everything itself, twice in part (the fixture's 30
+    # its own smaller catalog (6 tools): the run generates everything itself, twice in part (the fixture's 30
     # tools cost ~3 min of generation here); what is proved is the same: kill -9 mid-generation, resume
-    directory = write_fixture_catalog(tmp_path / "fixture", n_tools=12, n_train=16, n_test=8, seed=0)
+    directory = write_fixture_catalog(tmp_path / "fixture", n_tools=TOOLS_KILLED, n_train=16, n_test=8, seed=0)
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "toolret.cli", "adapt", "--catalog", str(directory), "--out", str(out),
-           "--n", str(N), "--llm-model", "smollm2-135m-instruct", "--no-register", "--shard-prompts", "5"]
+           "--n", str(N), "--llm-model", "smollm2-135m-instruct", "--no-register", "--shard-prompts", "2",
+           "--candidates", "bm25,dense"]  # what is proved is the generation's resume: no training after it
     env = dict(os.environ)
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     shards = out / "generations" / "smollm2-135m-instruct" / "reinvoke-queries"
@@ -219,10 +221,10 @@ def test_a_killed_adapt_resumes_from_its_shards(tmp_path) -> None:
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     done = sum(json.loads(p.read_text())["n_records"] for p in shards.glob("shard-*.meta.json"))
-    assert 0 < done < 12 * N
+    assert 0 < done < TOOLS_KILLED * N
     assert not (out / "champion").exists()  # never a half-built champion
     finished = subprocess.run(cmd + ["--budget", "fast"], env=env, capture_output=True, text=True, timeout=1200)
     assert finished.returncode == 0, finished.stderr[-3000:]
     report = json.loads((out / "adapt_report.json").read_text())
-    assert report["generation"]["generated_this_run"] == 12 * N - done
+    assert report["generation"]["generated_this_run"] == TOOLS_KILLED * N - done
     assert (out / "champion" / "pipeline.json").is_file()

@@ -91,7 +91,7 @@ def test_a_tiny_loop_runs_and_resumes(tmp_path: Path) -> None:
     model = record["click_model"]
     assert (model["eta"], model["c_pos"], model["c_neg"], model["session_searches"]) == (1.0, 0.9, 0.05, 3)
     assert record["catalog"]["test_queries"] == 10 and record["catalog"]["traffic_pool"] == 30
-    assert record["promotion"]["used"] is False and "replaces" in record["promotion"]["rule"]
+    assert "promoted when it beats" in record["promotion"]["rule"]
     for r in record["rounds"]:
         t = r["test"]
         assert 0 <= t["recall@5_ci95"][0] <= t["recall@5"] <= t["recall@5_ci95"][1] <= 1 and t["n_queries"] == 10
@@ -100,6 +100,17 @@ def test_a_tiny_loop_runs_and_resumes(tmp_path: Path) -> None:
     one = record["rounds"][1]
     assert one["traffic"]["searches"] == one["traffic"]["searches_in_receipts"] == 24
     assert one["traffic"]["served_by"] == record["rounds"][0]["champion"]
+    # the round's adapt champion is a challenger; toolret promote's held-out-feedback rule decides, in MLflow
+    decision = one["promotion"]
+    assert decision["decision"] == ("promote" if decision["feedback"]["challenger_wins"] else "keep")
+    assert one["champion"] == (one["challenger"] if decision["decision"] == "promote"
+                               else record["rounds"][0]["champion"])
+    from toolret.tracking import get_client
+
+    client = get_client(f"sqlite:///{work / 'mlflow.db'}")
+    run = client.get_run(decision["mlflow_run"])
+    assert run.data.tags["toolret.kind"] == "promotion" and run.data.params["decision"] == decision["decision"]
+    assert 0 <= one["challenger_test"]["recall@5"] <= 1
     assert one["adapt"]["feedback"]["train_queries"] > 0
     bias = one["bias_comparison"]
     assert {bias["weighted"]["candidate"], bias["plain"]["candidate"]} == {"dense-ft", "dense-ft-plain"}

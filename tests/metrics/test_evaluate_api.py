@@ -49,6 +49,7 @@ def test_docstring_example_runs() -> None:
 
 
 @pytest.mark.integration  # ranx compiles its metrics with numba (tens of seconds in a fresh venv)
+@pytest.mark.xdist_group("ranx")  # on one worker: ranx's numba metrics compiled (and cached) once, not per worker
 def test_parity_with_ranx_per_query_and_mean() -> None:
     import ranx
 

@@ -83,6 +83,7 @@ def test_parity_pytrec_eval(data) -> None:
 
 
 @pytest.mark.integration  # ranx compiles its metrics with numba (tens of seconds in a fresh venv)
+@pytest.mark.xdist_group("ranx")  # on one worker: ranx's numba metrics compiled (and cached) once, not per worker
 def test_parity_ranx(data) -> None:
     ranx = pytest.importorskip("ranx")
     ranked, gold, qids, pq = data

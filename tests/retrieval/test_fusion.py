@@ -38,6 +38,7 @@ def rankings():
 
 
 @pytest.mark.integration  # ranx compiles its metrics with numba (tens of seconds in a fresh venv)
+@pytest.mark.xdist_group("ranx")  # on one worker: ranx's numba metrics compiled (and cached) once, not per worker
 def test_equal_weight_rrf_is_ranx_rrf_scaled(rankings):
     from ranx import fuse
 
