@@ -53,7 +53,19 @@ from toolret.catalog.importers.openapi import import_openapi  # noqa: E402
 from toolret.catalog.io import load_catalog  # noqa: E402
 from toolret.errors import ToolretError  # noqa: E402
 
-HOSTILE = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+import os  # noqa: E402
+
+# examples per generated test: the suite's default; benchmarks/hostile_inputs.py runs them at >= 500
+EXAMPLES = int(os.environ.get("TOOLRET_HOSTILE_EXAMPLES", "25"))
+HOSTILE = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _count(test: str) -> None:
+    """One generated example ran (``TOOLRET_HOSTILE_LOG``: the benchmark counts them)."""
+    log = os.environ.get("TOOLRET_HOSTILE_LOG")
+    if log:
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(f"example\t{test}\n")
 _json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=8),
                      lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
                                                                                   max_size=3), max_leaves=8)
@@ -69,6 +81,7 @@ _qrels_row = st.one_of(st.tuples(st.text(max_size=4), st.text(max_size=4), st.te
 @given(corpus=st.lists(_line, max_size=4), queries=st.lists(_line, max_size=3),
        qrels=st.lists(_qrels_row, max_size=3), raw=st.binary(max_size=20))
 def test_generated_beir_folders_load_or_raise_a_toolret_error(corpus, queries, qrels, raw):
+    _count("BEIR folder")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "beir"
         _beir(folder, "\n".join(corpus), "\n".join(queries), "query-id\tcorpus-id\tscore\n" + "\n".join(qrels))
@@ -99,6 +112,8 @@ _spec = st.one_of(
 def test_generated_openapi_files_import_or_raise_a_toolret_error(spec, as_yaml):
     import yaml
 
+    _count("OpenAPI file")
+
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / ("spec.yaml" if as_yaml else "spec.json")
         path.write_text(yaml.safe_dump(spec) if as_yaml else json.dumps(spec), encoding="utf-8")
@@ -109,9 +124,10 @@ def test_generated_openapi_files_import_or_raise_a_toolret_error(spec, as_yaml):
         assert sorted(p.name for p in Path(tmp).iterdir()) == [path.name]  # nothing written
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=max(8, EXAMPLES // 3), deadline=None)  # a CLI run each
 @given(spec=_spec)
 def test_the_import_command_exits_0_or_2_and_writes_nothing_on_2(spec):
+    _count("import-openapi command")
     with tempfile.TemporaryDirectory() as tmp:
         path, out = Path(tmp) / "spec.json", Path(tmp) / "out"
         path.write_text(json.dumps(spec), encoding="utf-8")
