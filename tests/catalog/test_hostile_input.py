@@ -136,3 +136,14 @@ def test_the_import_command_exits_0_or_2_and_writes_nothing_on_2(spec):
             assert (out / "catalog.json").is_file() and load_catalog(out).tools
         else:  # refused (main returns 2 for a ToolretError): nothing written
             assert sorted(p.name for p in Path(tmp).iterdir()) == ["spec.json"]
+
+
+@pytest.mark.parametrize("route", ["", "pets", "/pets ", " /pets", "/pe\tts"])
+def test_a_path_that_is_no_openapi_path_is_named(tmp_path, route):
+    """Found by the generated import test: a path key "" made the tool id "GET " that the catalog's own loader
+    then refused (rc 0 and an unloadable catalog). OpenAPI path keys begin with "/"."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"openapi": "3.0.0", "info": {"title": "t", "version": "1"},
+                                "paths": {route: {"get": {"summary": "list"}}}}))
+    with pytest.raises(CatalogError, match=r"path .* must begin with '/'"):
+        import_openapi(spec)

@@ -252,6 +252,10 @@ def operation_tools(doc: dict[str, Any], source: str) -> list[Tool]:
     tools: list[Tool] = []
     first: dict[str, str] = {}
     for route, raw_item in paths.items():
+        if not isinstance(route, str) or not route.startswith("/") or route != route.strip() \
+                or re.search(r"[\t\r\n]", route):
+            raise CatalogError(f"{source}: path {route!r} must begin with '/' (no surrounding whitespace, tabs or "
+                               "newlines): an OpenAPI path")
         item = _Refs(doc, f"{source}: path {route!r}").deref(raw_item)
         if not isinstance(item, dict):
             raise CatalogError(f"{source}: path {route!r} must be an object")
