@@ -67,7 +67,7 @@ def test_finetune_selects_on_dev_and_resumes_after_kill(fixture_catalog_dir, tmp
 
     from toolret.retrieval.finetune import last_complete_checkpoint
 
-    config = FinetuneConfig(epochs=4, batch_size=8, lr=3e-4, max_seq_length=32, max_train_pairs=0, eval_steps=4)
+    config = FinetuneConfig(epochs=2, batch_size=8, lr=3e-4, max_seq_length=32, max_train_pairs=0, eval_steps=7)
     out = tmp_path / "ft"
     proc = _finetune_process(fixture_catalog_dir, out, config)
     work_dirs = lambda: list(tmp_path.glob(".ft.work-*"))  # noqa: E731
@@ -91,7 +91,8 @@ def test_finetune_selects_on_dev_and_resumes_after_kill(fixture_catalog_dir, tmp
     steps_per_epoch = -(-report["n_train_pairs"] // config.batch_size)
     assert report["steps"] == config.epochs * steps_per_epoch
     history = report["dev_history"]
-    assert [h["step"] for h in history] == list(range(4, report["steps"] + 1, 4))
+    assert report["steps"] % config.eval_steps == 0  # (the last step is scored too: here it is on the grid)
+    assert [h["step"] for h in history] == list(range(config.eval_steps, report["steps"] + 1, config.eval_steps))
     best = max(history, key=lambda h: h["dev_recall@5"])  # first maximum: later ties do not replace it
     assert report["selected_step"] == best["step"]
     # the saved model is the selected checkpoint: its dev recall (toolret.metrics) equals the evaluator's
@@ -203,8 +204,8 @@ def test_a_full_finetune_resumes_on_another_machine_from_its_committed_checkpoin
     from toolret.registry import MAX_GIT_FILE_MB
     from toolret.retrieval.committed_checkpoint import MANIFEST, checkpoint_dir
 
-    config = FinetuneConfig(method="full", epochs=4, batch_size=8, lr=3e-4, max_seq_length=32, max_train_pairs=0,
-                            eval_steps=4)
+    config = FinetuneConfig(method="full", epochs=2, batch_size=8, lr=3e-4, max_seq_length=32, max_train_pairs=0,
+                            eval_steps=7)
     out = tmp_path / "machine-a" / "ft"
     proc = _finetune_process(fixture_catalog_dir, out, config)
     committed = checkpoint_dir(out)
@@ -232,7 +233,9 @@ def test_a_full_finetune_resumes_on_another_machine_from_its_committed_checkpoin
     steps_per_epoch = -(-report["n_train_pairs"] // config.batch_size)
     assert report["steps"] == config.epochs * steps_per_epoch
     # the dev history before the resume came with the checkpoint: every scored step is there
-    assert [h["step"] for h in report["dev_history"]] == list(range(4, report["steps"] + 1, 4))
+    assert report["steps"] % config.eval_steps == 0
+    assert [h["step"] for h in report["dev_history"]] == list(range(config.eval_steps, report["steps"] + 1,
+                                                                     config.eval_steps))
     assert not checkpoint_dir(other / "ft").exists(), "the committed checkpoint goes once the model is saved"
     assert (other / "ft" / "model" / "model.safetensors.index.json").is_file()
 

@@ -105,7 +105,21 @@ def test_the_collapse_check_tells_a_saturated_head_from_a_fresh_one():
     assert score_spread(model, pairs) < 1e-3
 
 
-def test_a_killed_training_resumes_from_its_last_checkpoint_to_the_uninterrupted_model(tmp_path):
+# the trainings the kill / resume tests interrupt (3 epochs of 3 steps: checkpoints at steps 3 and 6 before the end)
+RESUMED = dict(base_model="all-MiniLM-L6-v2", max_length=32, epochs=3, batch_size=4, lr=2e-3, warmup_ratio=0.1,
+               seed=0, loss="in_batch", in_batch_negatives=2)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The model an uninterrupted run of :data:`RESUMED` makes (what both resumed runs must end with)."""
+    out = tmp_path_factory.mktemp("reference") / "ref"
+    report = train_cross_encoder(_rows(), out, lora=LoraSettings(method="lora", lora_r=8), **RESUMED)
+    assert report["resumed_from"] is None
+    return out, report
+
+
+def test_a_killed_training_resumes_from_its_last_checkpoint_to_the_uninterrupted_model(tmp_path, uninterrupted):
     """``checkpoint_dir``: every ``save_steps`` steps the trainer state is written there; after a kill -9 the same call
     resumes from the last complete checkpoint (not from step 0) and ends with the model an uninterrupted run makes;
     the checkpoints are removed once the model is saved. What makes a training longer than a session possible."""
@@ -116,8 +130,7 @@ def test_a_killed_training_resumes_from_its_last_checkpoint_to_the_uninterrupted
 
     from toolret.retrieval.finetune import last_complete_checkpoint
 
-    kwargs = dict(base_model="all-MiniLM-L6-v2", max_length=32, epochs=6, batch_size=4, lr=2e-3, warmup_ratio=0.1,
-                  seed=0, loss="in_batch", in_batch_negatives=2)
+    kwargs = RESUMED
     work, out = tmp_path / "work", tmp_path / "ce"
     code = ("import sys, ast; from toolret.methods.toolrerank.crossencoder import train_cross_encoder; "
             "from toolret.retrieval.models import LoraSettings; "
@@ -141,14 +154,14 @@ def test_a_killed_training_resumes_from_its_last_checkpoint_to_the_uninterrupted
     assert report["resumed_from"] == checkpoint.rsplit("/", 1)[1] and report["steps"] == steps
     assert not work.exists()
 
-    reference = train_cross_encoder(_rows(), tmp_path / "ref", lora=lora, **kwargs)
-    assert reference["resumed_from"] is None and reference["steps"] == steps
+    reference, ref_report = uninterrupted
+    assert ref_report["steps"] == steps
     pairs = [(q, doc) for q, *docs in _rows() for doc in docs]
     np.testing.assert_allclose(load_cross_encoder(out, 32).predict(pairs),
-                               load_cross_encoder(tmp_path / "ref", 32).predict(pairs), rtol=1e-4, atol=1e-5)
+                               load_cross_encoder(reference, 32).predict(pairs), rtol=1e-4, atol=1e-5)
 
 
-def test_a_training_resumes_on_another_machine_from_its_committed_checkpoint_alone(tmp_path):
+def test_a_training_resumes_on_another_machine_from_its_committed_checkpoint_alone(tmp_path, uninterrupted):
     """``committed``: each checkpoint is exported as the trainer wrote it (adapter, head, optimizer moments: a few MB
     for git); machine B has that folder and no work folder, resumes from it, and ends with the model an
     uninterrupted run makes; the folder is removed once the model is saved. A checkpoint of another training
@@ -161,8 +174,7 @@ def test_a_training_resumes_on_another_machine_from_its_committed_checkpoint_alo
 
     from toolret.retrieval.committed_checkpoint import _manifest
 
-    kwargs = dict(base_model="all-MiniLM-L6-v2", max_length=32, epochs=6, batch_size=4, lr=2e-3, warmup_ratio=0.1,
-                  seed=0, loss="in_batch", in_batch_negatives=2)
+    kwargs = RESUMED
     work, committed = tmp_path / "a" / "work", tmp_path / "git" / "ce.checkpoint"
     code = ("import sys, ast; from toolret.methods.toolrerank.crossencoder import train_cross_encoder; "
             "from toolret.retrieval.models import LoraSettings; "
@@ -196,8 +208,9 @@ def test_a_training_resumes_on_another_machine_from_its_committed_checkpoint_alo
     assert report["resumed_from"] == manifest["latest"] and report["steps"] == steps
     assert not committed.exists() and not (tmp_path / "b" / "work").exists()
 
-    reference = train_cross_encoder(_rows(), tmp_path / "ref", lora=lora, **kwargs)
+    reference, ref_report = uninterrupted
+    assert ref_report["steps"] == steps
     pairs = [(q, doc) for q, *docs in _rows() for doc in docs]
     np.testing.assert_allclose(load_cross_encoder(out, 32).predict(pairs),
-                               load_cross_encoder(tmp_path / "ref", 32).predict(pairs), rtol=1e-4, atol=1e-5)
+                               load_cross_encoder(reference, 32).predict(pairs), rtol=1e-4, atol=1e-5)
     shutil.rmtree(tmp_path / "a", ignore_errors=True)
