@@ -105,9 +105,24 @@ def test_mlflow_runs_carry_the_records_numbers_and_the_readme_the_same(tmp_path)
     logged = log_reproduction_matrix(results, tracking_uri=uri)
     assert logged["created"] == len(results)
     assert log_reproduction_matrix(results, tracking_uri=uri)["created"] == 0  # idempotent
+    # a cell whose number moved gets a new current run; its old run points to it (the rest stay as they were)
+    import dataclasses
+
+    from toolret.tracking.store import CURRENT_TAG, SUPERSEDED_TAG
+
+    moved = [dataclasses.replace(results[0], value=results[0].value + 0.5), *results[1:]]
+    relogged = log_reproduction_matrix(moved, tracking_uri=uri)
+    assert relogged["created"] == 1
+    old, new = logged["runs"][results[0].cell.name], relogged["runs"][results[0].cell.name]
     client = get_client(uri)
+    assert client.get_run(new).data.tags[CURRENT_TAG] == "true"
+    assert (client.get_run(old).data.tags[CURRENT_TAG], client.get_run(old).data.tags[SUPERSEDED_TAG]) == ("false", new)
+    assert log_reproduction_matrix(results, tracking_uri=uri)["created"] == 0  # back: the first run again
+    assert client.get_run(old).data.tags[CURRENT_TAG] == "true" and SUPERSEDED_TAG not in client.get_run(old).data.tags
+    assert client.get_run(new).data.tags[CURRENT_TAG] == "false"
     exp = client.get_experiment_by_name(REPRODUCTION_EXPERIMENT)
-    runs = {r.data.tags["toolret.cell"]: r for r in client.search_runs([exp.experiment_id], max_results=1000)}
+    runs = {r.data.tags["toolret.cell"]: r for r in client.search_runs([exp.experiment_id], max_results=1000)
+            if r.data.tags[CURRENT_TAG] == "true"}
     assert len(runs) == len(results)
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for r in results:

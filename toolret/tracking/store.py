@@ -119,7 +119,12 @@ def runs_of(client: Any, experiment_id: str, identity: dict[str, str]) -> list[A
 
 def find_run(client: Any, experiment_id: str, identity: dict[str, str], inputs: str) -> Any | None:
     """The newest FINISHED run of ``identity`` logged from the same ``inputs`` digest (``None`` if none)."""
-    for run in runs_of(client, experiment_id, identity):
+    return finished_run_among(runs_of(client, experiment_id, identity), inputs)
+
+
+def finished_run_among(runs: list[Any], inputs: str) -> Any | None:
+    """:func:`find_run` over ``runs`` already fetched (newest first)."""
+    for run in runs:
         if run.data.tags.get(INPUTS_TAG) == inputs and run.info.status == "FINISHED":
             return run
     return None
@@ -131,7 +136,12 @@ def make_current(client: Any, experiment_id: str, identity: dict[str, str], run_
     Older runs are kept (their numbers stay comparable in the UI); filter the runs table with
     ``tags.toolret.current = 'true'`` to see only the current ones.
     """
-    for run in runs_of(client, experiment_id, identity):
+    make_current_among(client, runs_of(client, experiment_id, identity), run_id)
+
+
+def make_current_among(client: Any, runs: list[Any], run_id: str) -> None:
+    """:func:`make_current` over the runs of an identity already fetched (``run_id`` among them or not)."""
+    for run in runs:
         tags = run.data.tags
         if run.info.run_id == run_id:
             if tags.get(CURRENT_TAG) != "true":
