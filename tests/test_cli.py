@@ -18,10 +18,16 @@ def _toolret(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "toolret.cli", *args], capture_output=True, text=True, timeout=600)
 
 
-def _evaluate(tmp_path, dataset, method, docs="original", k="1,3,5,10"):
+def _evaluate(tmp_path, dataset, method, docs="original", k="1,3,5,10", in_process=False):
     out = tmp_path / f"{dataset}-{method}-{docs}.json"
-    p = _toolret("evaluate", "--dataset", dataset, "--method", method, "--docs", docs, "--k", k, "--output", str(out))
-    assert p.returncode == 0, p.stderr[-2000:]
+    args = ["evaluate", "--dataset", dataset, "--method", method, "--docs", docs, "--k", k, "--output", str(out)]
+    if in_process:
+        from toolret.cli import main
+
+        assert main(args) == 0
+    else:
+        p = _toolret(*args)
+        assert p.returncode == 0, p.stderr[-2000:]
     return json.loads(out.read_text()), out
 
 
@@ -42,9 +48,10 @@ def test_evaluate_json_schema_and_bm25_toollens_reproduction(tmp_path):
 
 
 def test_dense_reproduces_mtrb(tmp_path):
-    mt, _ = _evaluate(tmp_path, "mtrb-metatool", "dense", k="5")
+    # in this process (the entry point is the test above's): one encoder load, no interpreter start per dataset
+    mt, _ = _evaluate(tmp_path, "mtrb-metatool", "dense", k="5", in_process=True)
     assert 0.77 <= mt["metrics"]["comp@5"] <= 0.84  # QTA paper: 0.811
-    rb, _ = _evaluate(tmp_path, "mtrb-restbench", "dense", docs="human", k="5")
+    rb, _ = _evaluate(tmp_path, "mtrb-restbench", "dense", docs="human", k="5", in_process=True)
     assert 0.12 <= rb["metrics"]["comp@5"] <= 0.20  # QTA paper: 0.156
 
 

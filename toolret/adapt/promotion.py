@@ -164,11 +164,11 @@ def promote(catalog: str, *, feedback: str | Path | None = None, receipts: list[
                        f"the challenger does not win on {' or '.join(given)} at p < {alpha}: it stays challenger")
     if won:
         decision["registry"] = _promote_in_registry(client, model, champ, chall)
-    decision["mlflow_run_id"] = _log_decision(client, EXPERIMENT, decision)
+    decision["mlflow_run_id"] = log_decision(client, EXPERIMENT, decision)
     return decision
 
 
-def _log_decision(client: Any, experiment: str, d: dict[str, Any]) -> str:
+def log_decision(client: Any, experiment: str, d: dict[str, Any]) -> str:
     exp = get_or_create_experiment(client, experiment)
     run = client.create_run(exp, run_name=f"{d['catalog']}/promote",
                             tags={"toolret.catalog": d["catalog"], "toolret.kind": "promotion",
