@@ -313,7 +313,8 @@ def create_app(pipeline_dir: "str | Path", *, catalog_dir: "str | Path | None" =
         loaded, results = await service.search(body["queries"], body.get("k", 5), include_schema=include_schema)
         return JSONResponse({"pipeline": loaded.name, "n_tools": loaded.n_tools, "results": results})
 
-    @app.post("/admin/reload")
+    @app.post("/admin/reload", openapi_extra={"requestBody": {"required": False, "content": {"application/json": {
+        "schema": {"type": "object", "properties": {"index": {"type": "string"}, "catalog": {"type": "string"}}}}}}})
     async def reload(request: Request) -> dict:
         check_browser_safety(request.headers, hosts)
         if admin_off:
