@@ -14,6 +14,18 @@ for _k, _v in {"DVC_NO_ANALYTICS": "1", "MLFLOW_DISABLE_TELEMETRY": "true", "GX_
 
 from dagster_project.definitions import build_definitions  # noqa: E402
 
-defs = build_definitions()
+
+def __getattr__(name: str):
+    """``defs``, built on first use (PEP 562): Dagster's module discovery reads it (``dir`` + ``getattr``); a
+    process that imports a submodule (a test, a stage helper) does not build the whole graph (~4 s)."""
+    if name == "defs":
+        value = globals()["defs"] = build_definitions()
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "defs"})
+
 
 __all__ = ["build_definitions", "defs"]
