@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from toolret.atomic import write_json  # noqa: E402
 TESTS = ["tests/serve/test_schemathesis.py", "tests/catalog/test_hostile_input.py"]
 
 
@@ -63,10 +65,7 @@ def main(argv: list[str] | None = None) -> int:
                         "by_operation": dict(sorted(s["by_operation"].items()))} for b, s in sorted(servers.items())},
         "hypothesis_examples": dict(sorted(examples.items())), "seconds": round(seconds, 1),
         "machine": {"cpus": len(os.sched_getaffinity(0)), "platform": platform.platform()}}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp_out = args.out.with_suffix(".tmp")
-    tmp_out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp_out, args.out)
+    write_json(args.out, record)
     print(json.dumps({k: record[k] for k in ("pytest", "servers", "hypothesis_examples")}, indent=1))
     if proc.returncode != 0:
         print(proc.stdout[-4000:], file=sys.stderr)

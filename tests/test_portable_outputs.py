@@ -58,13 +58,13 @@ def test_catalogs_are_byte_identical_from_a_copy_and_a_symlink_elsewhere(tmp_pat
 # `/home/user/docs` is not one: it does not start with the path)
 MACHINE_PATH = re.compile(r"^/(?:work|tmp|home|root|Users|opt|usr|var|mnt|srv|private)(?:/[^\s/]+)+/?$")
 TEXT_SUFFIXES = (".json", ".jsonl", ".yaml", ".yml")
+LOCAL = [str(REPO), str(REPO.parent), str(SHARED.resolve())]  # this checkout's and the datasets' locations
 
 
 def machine_paths(value, where: str = "") -> list[str]:
     """Every ``(where, path)`` in a parsed JSON value whose string is a machine's absolute path or embeds this
     checkout's or the datasets' location."""
     found: list[str] = []
-    local = [str(REPO), str(REPO.parent), str(SHARED.resolve())]
     if isinstance(value, dict):
         for k, v in value.items():
             found += machine_paths(v, f"{where}.{k}")
@@ -72,7 +72,7 @@ def machine_paths(value, where: str = "") -> list[str]:
         for i, v in enumerate(value):
             found += machine_paths(v, f"{where}[{i}]")
     elif isinstance(value, str):
-        if MACHINE_PATH.match(value) or any(p in value for p in local if len(p) > 1):
+        if MACHINE_PATH.match(value) or any(p in value for p in LOCAL if len(p) > 1):
             found.append(f"{where}: {value[:120]}")
     return found
 
@@ -83,9 +83,8 @@ MAY_NAME_A_PATH = re.compile(r"\\?/(?:work|tmp|home|root|Users|opt|usr|var|mnt|s
 
 
 def may_name_a_machine_path(text: str) -> bool:
-    local = [str(REPO), str(REPO.parent), str(SHARED.resolve())]
     return bool(MAY_NAME_A_PATH.search(text)) or any(
-        v in text for p in local if len(p) > 1 for v in (p, p.replace("/", "\\/")))
+        v in text for p in LOCAL if len(p) > 1 for v in (p, p.replace("/", "\\/")))
 
 
 def test_machine_paths_finds_what_it_must() -> None:
