@@ -33,7 +33,7 @@ from toolret.catalog.tool_records import TOOLS_FILE, catalog_summary, read_tools
 from toolret.config import apply_overrides
 from toolret.errors import CatalogError
 from toolret.out_folders import PIPELINE_FILE
-from toolret.registry import BuildContext, build_component, load_component, parse_spec
+from toolret.registry import COMPONENT_FILE, BuildContext, build_component, component, load_component, parse_spec
 from toolret.retrieval.base import Ranking, default_query_ids
 from toolret.roles import Corpus, index_retriever
 
@@ -114,9 +114,14 @@ class Pipeline:
         return fuse(groups, flat_ranking, k, qids), groups
 
     # ---------------------------------------------------------------- persistence
-    def save(self, path: str | Path) -> None:
+    def save(self, path: str | Path, self_contained: bool = False) -> None:
         """``path/pipeline.json`` + one sub-directory per component (each loadable on its own) + the tool
-        records ``tools.jsonl`` (where the pipeline knows its tools: indexed here or loaded with them)."""
+        records ``tools.jsonl`` (where the pipeline knows its tools: indexed here or loaded with them).
+
+        ``self_contained``: each component, nested ones included, copies the local models it reads into its
+        folder (a component class's ``embed_models(folder)``, e.g. a fine-tuned encoder), so the save ranks
+        the same after those models are retrained in place, moved or deleted (what ``toolret adapt`` writes
+        as a champion: a later adapt retrains its work folder). Packaged models stay named."""
 
         if self._indexed_tools is not None:
             self.tool_records = [tool_record(t) for t in self._indexed_tools]
@@ -133,6 +138,10 @@ class Pipeline:
                                                          **catalog}, indent=1), encoding="utf-8")
             if self.tool_records is not None:
                 write_tools(tmp / TOOLS_FILE, self.tool_records)
+            if self_contained:
+                for meta_file in sorted(tmp.rglob(COMPONENT_FILE)):
+                    component(json.loads(meta_file.read_text(encoding="utf-8"))["component"]).embed_models(
+                        meta_file.parent)
 
     @classmethod
     def load(cls, path: str | Path) -> Pipeline:

@@ -109,6 +109,15 @@ class Component:
             other = (getattr(params, "trained_on", None) or {}).get(catalog_name)
         return other is None or other == catalog_name
 
+    def embed_models(self, path: Path) -> None:
+        """Copy the local models the component saved at ``path`` reads into that folder, where its class has
+        an ``embed_models(path)`` (a self-contained save: :meth:`toolret.pipeline.Pipeline.save`); else
+        nothing (it reads none, or only packaged ones)."""
+        cls = getattr(self.load, "__self__", None) or getattr(self.load, "target_class", lambda: None)()
+        embed = getattr(cls, "embed_models", None)
+        if embed is not None:
+            embed(path)
+
     @property
     def package(self) -> str:
         """The module that registered it (its source closure is the component's code)."""
@@ -380,10 +389,14 @@ def loads(target: str) -> Callable[[Path], Any]:
     if not module or not name:
         raise ValueError(f"loads({target!r}): expected 'module:Class'")
 
+    def target_class() -> Any:
+        return getattr(importlib.import_module(module), name)
+
     def load(path: Path) -> Any:
-        return getattr(importlib.import_module(module), name).load(path)
+        return target_class().load(path)
 
     load.__qualname__ = f"loads({target!r})"
+    load.target_class = target_class  # the class itself (Component.embed_models asks it)
     return load
 
 

@@ -102,6 +102,13 @@ def test_adapt_end_to_end(adapted) -> None:
     assert Path(resolve_index("models:/adapt-fixture@champion", uri)).resolve() == (out / "champion").resolve()
     hits = Pipeline.load(out / "champion").search(["Will it rain in Paris this week?"], 3).ranked_ids(0)
     assert len(hits) == 3
+    # self-contained: every encoder it reads ships in a package or lies inside the champion folder (a later
+    # adapt retrains work/dense-ft in place: tests/pipeline/test_self_contained_save.py)
+    for meta_file in (out / "champion").rglob("component.json"):
+        meta = json.loads(meta_file.read_text())
+        model = (meta.get("config") or {}).get("model") if isinstance(meta.get("config"), dict) else None
+        if model is not None and model not in ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
+            assert (meta_file.parent / meta["encoder_dir"] / "adapter_config.json").is_file(), meta_file
 
 
 def test_choice_depends_on_synthetic_dev_only(adapted, fixture_catalog, llm, spec, tmp_path) -> None:

@@ -368,7 +368,7 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
         say(f"adapt: {tools.name} has a registered champion: this model is the challenger "
             f"(toolret promote --catalog {tools.name} decides)")
     with atomic_directory(out / role) as tmp:
-        champion_pipe.save(tmp / "index")
+        champion_pipe.save(tmp / "index", self_contained=True)  # a later adapt retrains work/ in place
         for item in (tmp / "index").iterdir():  # the champion folder is the servable index itself
             shutil.move(str(item), tmp / item.name)
         (tmp / "index").rmdir()

@@ -15,7 +15,10 @@ from toolret.paths import under_project
 from toolret.registry import COMPONENT_FILE, write_component_meta
 from toolret.retrieval.base import Ranking, default_query_ids
 from toolret.retrieval.embedding_store import EmbeddingStore, encoder_fingerprint
-from toolret.retrieval.models import encoder_refs, load_sentence_transformer
+from toolret.retrieval.models import copy_encoder, encoder_refs, load_sentence_transformer
+
+
+ENCODER_DIR = "encoder"  # a self-contained save's copy of a local encoder (DenseRetriever.embed_models)
 
 
 class DenseConfig(StrictModel):
@@ -70,6 +73,9 @@ class DenseRetriever:
         self._injected = encoder is not None  # an injected encoder is not what the config names: no store
         self._index = None
         self.tool_ids: list[str] = []
+        # loaded from a self-contained save: the ``model`` it was saved with (config.model is then the copy
+        # inside the save, and saving again copies it again)
+        self.model_origin: str | None = None
 
     def fit(self, catalog) -> None:
         """Zero-shot: nothing to learn (``dense-ft`` is the fine-tuned variant)."""
@@ -131,16 +137,39 @@ class DenseRetriever:
 
         with atomic_directory(path) as tmp:
             faiss.write_index(self._index, str(tmp / "faiss.index"))
-            write_component_meta(tmp, self.name, config=self.config.to_dict(), tool_ids=self.tool_ids)
+            config, embedded = self.config.to_dict(), {}
+            if self.model_origin is not None:  # a self-contained save stays one
+                copy_encoder(self.config.model, tmp / ENCODER_DIR)
+                config["model"], embedded = self.model_origin, {"encoder_dir": ENCODER_DIR}
+            write_component_meta(tmp, self.name, config=config, tool_ids=self.tool_ids, **embedded)
+
+    @classmethod
+    def embed_models(cls, path: str | Path) -> None:
+        """Make the component saved at ``path`` self-contained (``Pipeline.save(self_contained=True)``): a
+        local encoder (a fine-tuned model) is copied into it and loaded from there, so that retraining,
+        moving or deleting the original cannot change what this save ranks (its stored vectors were made by
+        the encoder as it was). A packaged encoder is left named."""
+        path = Path(path)
+        meta = json.loads((path / COMPONENT_FILE).read_text(encoding="utf-8"))
+        if meta.get("encoder_dir") or not copy_encoder(meta["config"]["model"], path / ENCODER_DIR):
+            return
+        meta["encoder_dir"] = ENCODER_DIR
+        (path / COMPONENT_FILE).write_text(json.dumps(meta, indent=1), encoding="utf-8")
 
     @classmethod
     def load(cls, path: str | Path, encoder=None) -> DenseRetriever:
         import faiss
 
-        meta = json.loads((Path(path) / COMPONENT_FILE).read_text(encoding="utf-8"))
-        r = cls(DenseConfig(**meta["config"]), encoder=encoder)
+        path = Path(path)
+        meta = json.loads((path / COMPONENT_FILE).read_text(encoding="utf-8"))
+        config = DenseConfig(**meta["config"])
+        if meta.get("encoder_dir"):  # self-contained: the encoder the vectors were made with, not the origin's
+            config = config.replace(model=str(path / meta["encoder_dir"]))
+        r = cls(config, encoder=encoder)
+        if meta.get("encoder_dir"):
+            r.model_origin = meta["config"]["model"]
         r.tool_ids = meta["tool_ids"]
-        r._index = faiss.read_index(str(Path(path) / "faiss.index"))
+        r._index = faiss.read_index(str(path / "faiss.index"))
         if r.config.index == "hnsw":
             r._index.hnsw.efSearch = r.config.hnsw_ef_search
         return r

@@ -182,6 +182,24 @@ def name_adapter_base(folder: Path, base: str) -> None:
     path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
+def copy_encoder(name_or_path: str, dest: str | Path) -> bool:
+    """Copy a local encoder into ``dest`` so that what is saved there no longer depends on the folder it came
+    from (a fine-tuned model retrained in place, moved or deleted): the folder itself, or for a LoRA adapter
+    over a packaged base the adapter alone (the base ships in its package); an adapter over a local base is
+    written merged, a plain sentence-transformers folder. Returns ``False`` for a packaged encoder (nothing
+    to copy)."""
+    import shutil
+
+    if name_or_path in PACKAGED_ENCODERS or name_or_path in SPLIT_ENCODERS:
+        return False
+    folder, dest = resolve_encoder(name_or_path), Path(dest)
+    if is_adapter(folder) and adapter_base(folder) not in {*PACKAGED_ENCODERS, *SPLIT_ENCODERS}:
+        load_sentence_transformer(name_or_path).save(str(dest))
+    else:
+        shutil.copytree(folder, dest)
+    return True
+
+
 def load_sentence_transformer(name_or_path: str, device: str = "cpu", max_seq_length: int | None = None):
     """Load a SentenceTransformer from a resolved local folder (heavy import kept inside). A folder holding
     a LoRA adapter (``adapter_config.json``, e.g. a dense-ft artifact) loads its base encoder and the adapter."""

@@ -329,6 +329,8 @@ class ReInvokeIndex:
         r.tool_ids, r.stats = meta["tool_ids"], meta.get("stats", {})
         r.owner = np.load(path / "owner.npy")
         r._engine = (BM25Retriever if r.backbone == "bm25" else DenseRetriever).load(path / "engine")
+        if r.backbone == "dense" and r._engine.model_origin is not None:  # saved self-contained: its copy encodes
+            r.dense_config = r.dense_config.replace(model=r._engine.config.model)
         return r
 
 
