@@ -468,10 +468,13 @@ def cmd_adapt(args: argparse.Namespace) -> None:
     """A trained, selected, registered and servable retriever for a catalog (toolret.adapt)."""
 
     _claim_out(args, "adapt")  # its own previous run is resumed (generations kept), never swapped
-    spec = GeneratorSpec(model=args.llm_model, engine="openai" if args.llm_base_url else args.llm_engine,
-                         base_url=args.llm_base_url)
+    params = _params(args)
+    settings = params.adapt  # params.yaml's adapt section; a flag given overrides it
+    base_url = args.llm_base_url or settings.llm_base_url
+    spec = GeneratorSpec(model=args.llm_model or settings.llm_model, base_url=base_url,
+                         engine="openai" if base_url else args.llm_engine or settings.llm_engine)
     report = adapt(args.catalog, args.out, queries=args.queries, budget=args.budget, generator=spec, n=args.n,
-                   params=_params(args), register=not args.no_register, retrain=args.retrain,
+                   params=params, register=not args.no_register, retrain=args.retrain,
                    shard_prompts=args.shard_prompts, feedback=args.feedback,
                    only=[c.strip() for c in args.candidates.split(",") if c.strip()] if args.candidates else None,
                    say=lambda m: print(m, file=sys.stderr, flush=True))
@@ -685,18 +688,20 @@ def build_parser() -> argparse.ArgumentParser:
     ad.add_argument("--catalog", required=True, help="the catalog folder (import-openapi / import-mcp / BEIR)")
     ad.add_argument("--out", required=True, help="where generations, models and the champion index go")
     ad.add_argument("--queries", help="labelled queries (JSONL: _id, text, gold): scored, never used to choose")
-    ad.add_argument("--budget", choices=["fast", "full"], default="fast")
-    ad.add_argument("--n", type=int, help="requests per tool (default: the budget's)")
-    ad.add_argument("--llm-model", default="qwen2.5-coder-0.5b-instruct", help="the generator")
-    ad.add_argument("--llm-engine", default="transformers", help="transformers | llama.cpp")
-    ad.add_argument("--llm-base-url", help="an OpenAI-compatible server writes the requests instead")
+    ad.add_argument("--budget", choices=["fast", "full"], help="default: params.yaml adapt.budget (fast)")
+    ad.add_argument("--n", type=int, help="requests per tool (default: adapt.n, else the budget's)")
+    ad.add_argument("--llm-model", help="the generator (default: adapt.llm_model, qwen2.5-coder-0.5b-instruct)")
+    ad.add_argument("--llm-engine", help="transformers | llama.cpp (default: adapt.llm_engine, transformers)")
+    ad.add_argument("--llm-base-url", help="an OpenAI-compatible server writes the requests instead "
+                    "(default: adapt.llm_base_url)")
     ad.add_argument("--shard-prompts", type=int, default=50, help="tools per generation shard (resume unit)")
     ad.add_argument("--retrain", action="store_true", help="retrain the adapter even if few tools changed")
     ad.add_argument("--feedback", metavar="DIR", help="a toolret feedback folder: its positives trained on "
                     "(inverse-propensity weighted, and unweighted as dense-ft-plain); its held-out queries choose "
                     "the champion where there are at least 50")
     ad.add_argument("--candidates", help="comma-separated: these candidates only (e.g. bm25,dense,dense-ft: a "
-                    "quick run); at least one untrained, and a fused one's weight source")
+                    "quick run); at least one untrained, and a fused one's weight source (default: "
+                    "adapt.candidates, all)")
     ad.add_argument("--no-register", action="store_true", help="do not log to MLflow / register the champion")
     force_option(ad, "write into an --out folder holding anything but a previous adapt run (nothing of it is "
                  "deleted; adapt adds generations/, work/, champion/, adapt_report.json)")

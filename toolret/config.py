@@ -148,6 +148,20 @@ class SelectionSpec(StrictModel):
     seed: int = 13
 
 
+class AdaptSettings(StrictModel):
+    """``params.yaml: adapt``: how ``toolret adapt`` runs where its flags do not say (the Dagster adapt assets and
+    their sensors run it with these): the budget, requests per tool, the generator, the candidates, and
+    dense-ft's training over the budget's (e.g. ``{epochs: 1}``)."""
+
+    budget: Literal["fast", "full"] = "fast"
+    n: int | None = Field(None, ge=1)  # requests per tool; None: the budget's
+    llm_model: str = "qwen2.5-coder-0.5b-instruct"
+    llm_engine: str = "transformers"  # transformers | llama.cpp
+    llm_base_url: str | None = None  # an OpenAI-compatible server writes the requests instead
+    candidates: list[str] | None = None  # these candidates only; None: all
+    finetune: dict[str, Any] = Field(default_factory=dict)  # over the budget's dense-ft training settings
+
+
 class CoreParams(StrictModel):
     """Sections every project has; component sections are added by :func:`params_model`."""
 
@@ -164,6 +178,7 @@ class CoreParams(StrictModel):
     storage: StorageConfig = Field(default_factory=StorageConfig)
     synthetic: dict[str, SyntheticSpec] = Field(default_factory=dict)  # training catalogs from tool documents
     selections: dict[str, SelectionSpec] = Field(default_factory=dict)  # evaluation slices (e.g. a dev split's)
+    adapt: AdaptSettings = Field(default_factory=AdaptSettings)  # toolret adapt's defaults (user catalogs)
     # evaluated dataset -> the dataset its learning components (dense-ft, hybrid's dense-ft side ...) train on:
     # itself, or for a test-only benchmark its training catalog (a ToolBench group -> toolbench-synthetic);
     # unlisted: the dataset itself. Every entry gets the index_ft / evaluate_ft stages (dense-ft of the value).

@@ -228,7 +228,7 @@ def _previous(out: Path) -> dict[str, Any] | None:
     return json.loads(card.read_text(encoding="utf-8")) if card.is_file() else None
 
 
-def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | None = None, budget: str = "fast",
+def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | None = None, budget: str | None = None,
           generator: GeneratorSpec | None = None, n: int | None = None, params: Any = None, llm: Any = None,
           seed: int = 13, finetune_overrides: dict[str, Any] | None = None, register: bool = True,
           tracking_uri: str | None = None, retrain: bool = False, shard_prompts: int = 50,
@@ -240,6 +240,8 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
     requests (dense-ft inverse-propensity weighted, dense-ft-plain unweighted; the adapter is retrained), and
     its held-out queries choose the champion where there are enough (:mod:`toolret.adapt.feedback_selection`).
     ``only``: these candidates only (:func:`restrict_candidates`; e.g. a quick run of ``bm25, dense, dense-ft``).
+    ``budget``, ``generator``, ``n``, ``only`` not given and ``finetune_overrides`` under the given ones come
+    from ``params.adapt`` (:class:`toolret.config.AdaptSettings`).
 
     Returns the report (also ``<out>/adapt_report.json`` and the champion's model card).
 
@@ -249,11 +251,16 @@ def adapt(catalog_dir: str | Path, out: str | Path, *, queries: str | Path | Non
     """
 
     t_start = time.perf_counter()
+    params = params or load_params()
+    settings = params.adapt
+    budget = budget or settings.budget
     if budget not in BUDGETS:
         raise AdaptInputError(f"--budget {budget!r}: choose one of {sorted(BUDGETS)}")
-    params = params or load_params()
-    generator = generator or GeneratorSpec()
-    n = n or BUDGETS[budget]["n"]
+    generator = generator or GeneratorSpec(model=settings.llm_model, base_url=settings.llm_base_url,
+                                           engine="openai" if settings.llm_base_url else settings.llm_engine)
+    n = n or settings.n or BUDGETS[budget]["n"]
+    only = only if only is not None else settings.candidates
+    finetune_overrides = {**settings.finetune, **(finetune_overrides or {})}
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tools = load_tools(catalog_dir)
