@@ -123,7 +123,7 @@ def rank_all(names: list[str], catalog, texts: list[str], qids: list[str], depth
     once; a hybrid fuses the rankings of its two sides (built once, shared)."""
     from tqdm import tqdm
 
-    from toolret.retrieval.base import Ranking
+    from toolret.roles import Ranking
     from toolret.retrieval.bm25 import BM25Retriever
     from toolret.retrieval.dense import DenseRetriever
     from toolret.retrieval.hybrid import HybridConfig, HybridRetriever, HybridSide
@@ -170,7 +170,7 @@ def rank_all(names: list[str], catalog, texts: list[str], qids: list[str], depth
 
 
 def subset(ranking, rows: np.ndarray, k: int):
-    from toolret.retrieval.base import Ranking
+    from toolret.roles import Ranking
 
     return Ranking([ranking.query_ids[i] for i in rows], ranking.tool_ids, ranking.indices[rows, :k],
                    ranking.scores[rows, :k])

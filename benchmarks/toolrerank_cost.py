@@ -50,7 +50,7 @@ def main() -> None:
     from toolret.methods.toolrerank.crossencoder import load_cross_encoder
     from toolret.paths import project_dir
     from toolret.pipeline import build_pipeline
-    from toolret.retrieval.base import Ranking
+    from toolret.roles import Ranking
     from toolret.roles import Corpus
 
     params = apply_overrides(load_params(), {"toolrerank.score_cache": "off"})

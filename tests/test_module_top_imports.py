@@ -16,9 +16,6 @@ from toolret.stages import ROOT
 KEPT = {
     "toolret/methods/colt/components.py": ("toolret.methods.colt.graphs", "toolret.methods.colt.train"),  # scipy, torch
     "toolret/methods/colt/train.py": ("toolret.methods.colt.model",),  # torch at its top
-    "toolret/reproduce.py": ("toolret.tracking.reproduction",),  # which imports toolret.reproduce
-    "toolret/tracking/runs.py": ("toolret.tracking.model_registry",),  # which imports toolret.tracking.runs
-    "toolret/retrieval/committed_checkpoint.py": ("toolret.retrieval.finetune",),  # which imports this module
     # the dvc.yaml generator's top level is a code dep of every stage (registration_modules): the params
     # models are read only when it writes dvc.yaml
     "toolret/stages.py": ("toolret.config",),

@@ -79,7 +79,7 @@ from pathlib import Path
 import numpy as np
 
 from toolret.registry import COMPONENT_FILE, write_component_meta
-from toolret.retrieval.base import Ranking, default_query_ids
+from toolret.roles import Ranking, default_query_ids
 
 
 def grams(text, n):

@@ -55,6 +55,9 @@ def test_build_evaluate_compare_and_search(catalog, tmp_path) -> None:
     assert hits[0].name == "Current Weather" and hits[0].tool == "SkyCast" and hits[0].category == "Weather"
     assert hits[0].score > hits[-1].score and hits[0].input_schema["type"] == "object"
     assert [h.tool_id for h in hits] == bm25.search(["What's the weather like in Paris right now?"], 3).ranked_ids(0)
+    # a query as a str (not a list): an error saying what to pass, not one ranking per letter
+    with pytest.raises(TypeError, match=r"takes a list of queries.*\[query\]"):
+        bm25.search("find a book", 3)
 
 
 def _params(**bm25):

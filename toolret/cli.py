@@ -21,7 +21,7 @@ from toolret.catalog.importers.mcp import import_mcp
 from toolret.catalog.importers.openapi import import_openapi
 from toolret.catalog.io import load_catalog, save_catalog
 from toolret.catalog.select import select_queries
-from toolret.catalog.synthetic import sample_tools, stored_group_queries, stored_tool_queries, synthesize
+from toolret.llm.synthetic_catalog import sample_tools, stored_group_queries, stored_tool_queries, synthesize
 from toolret.catalog.validation import validate_catalog
 from toolret.config import apply_overrides, load_params, params_source
 from toolret.errors import CatalogError, ToolretError
@@ -49,6 +49,7 @@ from toolret.serving.mcp_server import run_stdio
 from toolret.serving.service import Limits
 from toolret.stages import render_dvc_yaml, write_dvc_yaml
 from toolret.tracking.comparison import compare_results, headline_metrics
+from toolret.tracking.reproduction import log_reproduction_matrix
 from toolret.tracking.runs import find_result_files
 from toolret.tracking.training_steps import install as install_mlflow_training_logger
 
@@ -411,7 +412,8 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
     """Check the reproduction matrix against the records (after rerunning its commands unless
     ``--from-records``) and / or render the README's headline table; exit 1 when a cell fails."""
 
-    status = run(args, project_dir())  # a malformed matrix: MatrixError, printed by main (exit 2)
+    root = project_dir()  # a malformed matrix: MatrixError, printed by main (exit 2)
+    status = run(args, root, log_results=lambda results: log_reproduction_matrix(results, project_dir=root))
     if status:
         raise SystemExit(status)
 

@@ -101,7 +101,7 @@ class GridVariant(StrictModel):
 
 class SyntheticSpec(StrictModel):
     """One synthetic training catalog (``params.yaml: synthetic: {<name>: ...}``, built by
-    :mod:`toolret.catalog.synthetic` into ``data/curated/<name>``)."""
+    :mod:`toolret.llm.synthetic_catalog` into ``data/curated/<name>``)."""
 
     # the catalog whose tools the job wrote queries for: a dataset of `datasets` (its curated catalog is read)
     # or another named dataset -- a corpus too large to evaluate in `make run` (the 46,879-API environment) --
@@ -132,7 +132,7 @@ class SyntheticSpec(StrictModel):
     multi_llm_engine: Literal["transformers", "llama.cpp", "openai"] | None = None
     # composed requests, ToolBench's instruction shape (several requests in one message, one API each): per
     # single-API query of a split, ``compose`` requests joined from 2-3 of that split's queries -- half for APIs of
-    # one parent tool, half for tools of one category (toolret.catalog.synthetic.compose_requests; 0 = none)
+    # one parent tool, half for tools of one category (toolret.llm.synthetic_catalog.compose_requests; 0 = none)
     compose: float = Field(0.0, ge=0)
     seed: int = 13
 

@@ -29,7 +29,7 @@ Files: :meth:`Qrels.from_tsv` reads BEIR ``qrels/<split>.tsv``; :meth:`Run.from_
 :meth:`Qrels.from_jsonl` read the ``<docs>.per_query.jsonl`` that ``toolret evaluate`` writes (its
 ``ranked`` field holds the top 10 only, so a run read back scores cutoffs up to 10, and MRR only where
 the first relevant tool is in the top 10); :meth:`Run.from_ranking` takes a retriever's
-:class:`toolret.retrieval.base.Ranking`.
+:class:`toolret.roles.Ranking`.
 
 Conventions (those of :mod:`toolret.metrics`): relevance is an integer and a tool is relevant when it
 is above 0 (the metrics are binary: a grade of 2 counts as 1); the scored queries are the qrels'
@@ -55,7 +55,7 @@ from toolret.atomic import atomic_path
 from toolret.errors import EvaluationError
 
 if TYPE_CHECKING:
-    from toolret.retrieval.base import Ranking
+    from toolret.roles import Ranking
 
 DEFAULT_KS = (1, 3, 5, 10)
 DEFAULT_SEED = 13  # params.yaml evaluation.seed
@@ -325,7 +325,7 @@ class Run(Mapping[str, tuple[str, ...]]):
     @classmethod
     def from_ranking(cls, ranking: Ranking, query_ids: Sequence[str] | None = None,
                      tool_ids: Sequence[str] | None = None) -> Run:
-        """From a retriever's :class:`~toolret.retrieval.base.Ranking` (``indices`` into ``tool_ids``,
+        """From a retriever's :class:`~toolret.roles.Ranking` (``indices`` into ``tool_ids``,
         ``-1`` = no result, with their ``scores``); ``query_ids`` / ``tool_ids`` default to the ranking's."""
         qids = list(ranking.query_ids if query_ids is None else query_ids)
         tids = list(ranking.tool_ids if tool_ids is None else tool_ids)

@@ -36,8 +36,7 @@ from toolret.metrics import paired_test
 from toolret.paths import project_dir
 from toolret.paths import project_dir as default_project_dir
 from toolret.provenance import canonical_sha256, dvc_out, git_state, package_revision, read_dvc_lock, sha256_tree
-from toolret.retrieval.base import Ranking
-from toolret.roles import Retriever
+from toolret.roles import Ranking, Retriever
 
 LATENCY_SAMPLE = 100  # queries timed one at a time for p50/p95 latency
 

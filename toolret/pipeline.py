@@ -34,8 +34,7 @@ from toolret.config import apply_overrides
 from toolret.errors import CatalogError
 from toolret.out_folders import PIPELINE_FILE
 from toolret.registry import COMPONENT_FILE, BuildContext, build_component, component, load_component, parse_spec
-from toolret.retrieval.base import Ranking, default_query_ids
-from toolret.roles import Corpus, index_retriever
+from toolret.roles import Corpus, Ranking, default_query_ids, index_retriever
 
 if TYPE_CHECKING:
     from toolret.catalog.model import Catalog
@@ -84,6 +83,10 @@ class Pipeline:
 
     # ---------------------------------------------------------------- search
     def search(self, queries: Sequence[str], k: int, query_ids: Sequence[str] | None = None) -> Ranking:
+        """The top ``k`` tools of each query, as one :class:`Ranking` (a batch: ``ranked_ids(i)`` is query i's)."""
+        if isinstance(queries, (str, bytes)):  # a str is a sequence too: it would be searched letter by letter
+            raise TypeError(f"Pipeline.search takes a list of queries, got the str {queries[:40]!r}: pass "
+                            "[query] (or load the saved pipeline with toolret.ToolSearcher for a query's hits)")
         qids = default_query_ids(len(queries), query_ids)
         # a reranker may ask for more first-stage candidates than it returns (``candidate_depth``)
         depth = max([k, *(getattr(r, "candidate_depth", 0) for r in self.rerankers)])

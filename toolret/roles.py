@@ -1,4 +1,5 @@
-"""The three roles a method can play, as typed protocols, and the :class:`Corpus` they are indexed on.
+"""The three roles a method can play, as typed protocols, the :class:`Ranking` every retriever returns, and the
+:class:`Corpus` they are indexed on.
 
 =============  ==========================================  =============================================
 role           what it does                                implementations
@@ -25,10 +26,47 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from toolret.retrieval.base import Ranking
+import numpy as np
 
 if TYPE_CHECKING:
     from toolret.catalog.model import Catalog, Tool
+
+@dataclass
+class Ranking:
+    """Top-k results of a batch of queries over one catalog.
+
+    Attributes:
+        query_ids: one id per query (row).
+        tool_ids: the catalog's tool ids; ``indices`` point into this list.
+        indices: ``[n_queries, k]`` int array of tool positions, best first (``-1`` = no result).
+        scores: ``[n_queries, k]`` float array, the retriever's score for each position.
+    """
+
+    query_ids: list[str]
+    tool_ids: list[str]
+    indices: np.ndarray
+    scores: np.ndarray
+
+    def ranked_ids(self, row: int) -> list[str]:
+        return [self.tool_ids[i] for i in self.indices[row] if i >= 0]
+
+    def as_lists(self) -> dict[str, list[str]]:
+        """``query id -> ranked tool ids`` (best first)."""
+        return {q: self.ranked_ids(r) for r, q in enumerate(self.query_ids)}
+
+    def as_run(self) -> dict[str, dict[str, float]]:
+        """TREC-style run ``query id -> {tool id: score}`` for ranx / pytrec_eval."""
+        run: dict[str, dict[str, float]] = {}
+        for r, q in enumerate(self.query_ids):
+            run[q] = {
+                self.tool_ids[i]: float(s) for i, s in zip(self.indices[r], self.scores[r]) if i >= 0
+            }
+        return run
+
+
+def default_query_ids(n: int, query_ids: Sequence[str] | None) -> list[str]:
+    return list(query_ids) if query_ids is not None else [str(i) for i in range(n)]
+
 
 ROLES = ("rewriter", "retriever", "reranker")
 
@@ -145,4 +183,5 @@ def role_of(component: object) -> str:
     raise TypeError(f"{type(component).__name__} implements none of the roles {ROLES}")
 
 
-__all__ = ["Corpus", "QueryRewriter", "ROLES", "Ranking", "Reranker", "Retriever", "index_retriever", "role_of"]
+__all__ = ["Corpus", "QueryRewriter", "ROLES", "Ranking", "Reranker", "Retriever", "default_query_ids", "index_retriever",
+           "role_of"]

@@ -6,7 +6,7 @@ import pytest
 
 from toolret.catalog.model import Catalog, Query, Tool
 from toolret.errors import CatalogError
-from toolret.catalog.synthetic import holdout_tools, synthesize
+from toolret.llm.synthetic_catalog import holdout_tools, synthesize
 from toolret.config import SyntheticSpec
 
 CATS = ["Weather", "Finance", "Movies", "Food", "Travel"]
@@ -150,7 +150,7 @@ def test_a_saved_training_catalog_loads_without_a_test_split(tmp_path):
 
 
 def test_multi_api_groups_come_from_one_tool_or_one_category_and_are_seeded():
-    from toolret.catalog.synthetic import multi_api_groups
+    from toolret.llm.synthetic_catalog import multi_api_groups
 
     src = _source()
     spec = SyntheticSpec(source="src", multi_tool_groups=20, multi_category_groups=20, seed=3)
@@ -167,7 +167,7 @@ def test_multi_api_groups_come_from_one_tool_or_one_category_and_are_seeded():
 
 
 def test_multi_api_queries_have_every_group_api_as_gold_and_held_out_groups_stay_in_dev():
-    from toolret.catalog.synthetic import multi_api_groups
+    from toolret.llm.synthetic_catalog import multi_api_groups
 
     src = _source()
     spec = SyntheticSpec(source="src", n=1, holdout_categories=0.2, holdout_tools=0.0, dev_fraction=0.0,
@@ -188,7 +188,7 @@ def test_multi_api_queries_have_every_group_api_as_gold_and_held_out_groups_stay
 
 
 def test_a_tool_sample_is_seeded_uniform_in_catalog_order_and_reads_no_query():
-    from toolret.catalog.synthetic import sample_tools
+    from toolret.llm.synthetic_catalog import sample_tools
 
     src = _source()
     a = sample_tools(src, 10, seed=13)
@@ -210,7 +210,7 @@ def test_a_tool_sample_is_seeded_uniform_in_catalog_order_and_reads_no_query():
 
 
 def test_a_synthetic_spec_over_a_sample_builds_on_the_sampled_tools_only():
-    from toolret.catalog.synthetic import sample_tools
+    from toolret.llm.synthetic_catalog import sample_tools
 
     src = _source()
     spec = SyntheticSpec(source="src", n=2, sample_tools=12, holdout_categories=0.0, holdout_tools=0.0,
@@ -281,7 +281,7 @@ def test_a_spec_without_composition_keeps_the_provenance_of_catalogs_built_befor
 def test_joined_requests_lowercase_after_a_connector_but_keep_the_pronoun_i():
     import random
 
-    from toolret.catalog.synthetic import CONNECTORS, join_requests
+    from toolret.llm.synthetic_catalog import CONNECTORS, join_requests
 
     parts = ["Find a hotel.", "Get the weather.", "I need a taxi."]
     texts = {join_requests(parts, random.Random(s)) for s in range(40)}

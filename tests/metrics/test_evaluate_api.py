@@ -16,7 +16,7 @@ import toolret.evaluate_api as api
 from toolret.evaluate_api import EvalResult, Qrels, Run, compare, evaluate, holm_adjust
 from toolret.errors import EvaluationError
 from toolret.metrics import aggregate, bootstrap_cis, per_query_metrics
-from toolret.retrieval.base import Ranking
+from toolret.roles import Ranking
 
 KS = (1, 3, 5, 10)
 

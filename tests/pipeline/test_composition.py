@@ -14,9 +14,8 @@ from toolret.errors import CatalogError
 from toolret.cli import main
 from toolret.pipeline import Pipeline, build_pipeline
 from toolret.registry import Component, Method, parse_spec, register_method, write_component_meta
-from toolret.retrieval.base import Ranking
 from toolret.retrieval.bm25 import BM25Retriever
-from toolret.roles import Corpus
+from toolret.roles import Corpus, Ranking
 
 pytestmark = pytest.mark.slow
 

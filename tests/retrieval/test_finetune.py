@@ -65,7 +65,7 @@ def test_finetune_selects_on_dev_and_resumes_after_kill(fixture_catalog_dir, tmp
     import signal
     import time
 
-    from toolret.retrieval.finetune import last_complete_checkpoint
+    from toolret.retrieval.committed_checkpoint import last_complete_checkpoint
 
     config = FinetuneConfig(epochs=2, batch_size=8, lr=3e-4, max_seq_length=32, max_train_pairs=0, eval_steps=7)
     out = tmp_path / "ft"

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from toolret.registry import MAX_GIT_FILE_MB
-from toolret.retrieval.finetune import save_compact
+from toolret.retrieval.models import save_compact
 
 TEXTS = ["will it rain in Paris tomorrow", "send an email to my manager about the meeting",
          "Weather API: current conditions and a 7-day forecast for a city",

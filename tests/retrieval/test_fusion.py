@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from toolret.retrieval.base import Ranking
+from toolret.roles import Ranking
 from toolret.retrieval.fusion import weighted_minmax, weighted_rrf
 
 TOOLS = [f"t{i}" for i in range(12)]

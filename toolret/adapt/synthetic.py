@@ -11,7 +11,7 @@ dev only (``dev_unseen``: dev measures tools no candidate was trained on, as new
 will be). A unit is held out by a seeded hash of its name, so tools added later leave the others' split as it
 was. Of the other tools' requests a seeded ``dev_fraction`` is dev (``dev_seen``), the rest train.
 Multi-tool requests are composed, each split from its own single-tool requests
-(:func:`toolret.catalog.synthetic.compose_requests`: 2-3 tools of one parent, or of one category), and
+(:func:`toolret.llm.synthetic_catalog.compose_requests`: 2-3 tools of one parent, or of one category), and
 written as one request needing every tool of a group (:func:`multi_groups`, :func:`generate_multi`: groups of
 trained-side tools, a seeded ``dev_fraction`` of their requests dev): a composed request asks for each tool in
 turn, a written one states a single need that takes several tools, as a user's scenario does.
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from toolret.catalog.model import Catalog, Query, Tool
-from toolret.catalog.synthetic import compose_requests
+from toolret.llm.synthetic_catalog import compose_requests
 from toolret.errors import AdaptInputError, LLMServerError
 from toolret.llm.engines import build_generator
 from toolret.llm.lazy import LazyCachedLLM

@@ -18,7 +18,7 @@ SPLITS = ("train", "dev", "test")
 
 
 # What a catalog is for (``provenance["purpose"]``) decides the split it must have: an evaluation catalog
-# (the default) a test split, a training-only one (toolret.catalog.synthetic) a train split, a serving one
+# (the default) a test split, a training-only one (toolret.llm.synthetic_catalog) a train split, a serving one
 # (imported from an OpenAPI file or an MCP server without queries: toolret.catalog.importers) none. The BEIR
 # loader (which qrels file is required) and validation (``splits.<split>_present``) both read it from here.
 PURPOSES = {"evaluation": "test", "training": "train", "serving": None}

@@ -21,10 +21,18 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from toolret.catalog.model import Tool
+
+class ToolLike(Protocol):
+    """What :func:`tool_fields` reads of a :class:`~toolret.catalog.model.Tool` (which imports this module)."""
+
+    id: str
+    name: str
+    docs: dict[str, str]
+    tool: str | None
+    category: str | None
+    metadata: dict[str, Any] | None
 
 _TYPES = {"string": "string", "str": "string", "enum": "string", "number": "number", "float": "number",
           "double": "number", "integer": "integer", "int": "integer", "boolean": "boolean", "bool": "boolean",
@@ -176,7 +184,7 @@ def metadata_schema(md: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def tool_fields(tool: Tool) -> ToolFields:
+def tool_fields(tool: ToolLike) -> ToolFields:
     """The fields of ``tool`` (``Tool.fields``): its ToolBench-style document, else ToolBench keys of its
     metadata, else its plain text; parent and category from the tool where the document has none."""
     text = tool.docs["original"]

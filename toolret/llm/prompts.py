@@ -118,7 +118,7 @@ def goal_request_prompt(tool_doc: str | dict) -> list[ChatMessage]:
 
 
 # --------------------------------------------------------------------------- synthetic multi-API requests
-# Training queries for test-only benchmarks (toolret.catalog.synthetic): one request needing 2-4 APIs of one
+# Training queries for test-only benchmarks (toolret.llm.synthetic_catalog): one request needing 2-4 APIs of one
 # tool or one category, as ToolBench's I2 / I3 instructions were written from sampled API groups.
 MULTI_GEN_SYSTEM = (
     "You write realistic requests that a user could send to an assistant that has access to several tools. "

@@ -12,7 +12,7 @@ import numpy as np
 from toolret.atomic import atomic_directory
 from toolret.config import StrictModel
 from toolret.registry import COMPONENT_FILE, write_component_meta
-from toolret.retrieval.base import Ranking, default_query_ids
+from toolret.roles import Ranking, default_query_ids
 
 
 def _bm25s():

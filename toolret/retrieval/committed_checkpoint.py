@@ -5,7 +5,7 @@ in float32, the optimizer's moments (twice the model again), the scheduler, the 
 state: ~4x the model, and gone with the work tree. Its committed form, ``<artifact>.checkpoint/`` beside the
 artifact (tracked by git, every file under the git file limit), keeps:
 
-- the weights as float16 shards (:func:`toolret.retrieval.finetune.save_compact`), loaded back as float32;
+- the weights as float16 shards (:func:`toolret.retrieval.models.save_compact`), loaded back as float32;
 - the scheduler, RNG states and trainer state (step, dev history, best step) as the trainer wrote them;
 - the optimizer's parameter groups but not its moments: the learning-rate schedule continues where it was,
   and Adam estimates its moments afresh from the first step after the resume (the one way a resumed run
@@ -23,7 +23,7 @@ import shutil
 from pathlib import Path
 
 from toolret.atomic import atomic_directory, write_json
-from toolret.retrieval.models import name_adapter_base, resolve_encoder
+from toolret.retrieval.models import name_adapter_base, resolve_encoder, save_compact
 
 MANIFEST = "progress.json"
 FORMAT = 1
@@ -67,8 +67,6 @@ def export_checkpoint(work: str | Path, dest: str | Path, key: str | None = None
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from toolret.retrieval.finetune import checkpoint_step, last_complete_checkpoint, save_compact
-
     work, dest = Path(work), Path(dest)
     latest = last_complete_checkpoint(work)
     if latest is None:
@@ -110,8 +108,6 @@ def import_checkpoint(src: str | Path, work: str | Path, key: str | None = None,
     :func:`export_checkpoint`) and is newer than the work folder's own; returns the checkpoint path to resume
     from, or None (nothing imported). An adapter's base is pointed at ``base_folder`` (default: the packaged
     encoder its portable name resolves to)."""
-    from toolret.retrieval.finetune import checkpoint_step, last_complete_checkpoint
-
     src, work = Path(src), Path(work)
     manifest = _manifest(src)
     if manifest is None or manifest.get("format") != FORMAT or not _same_training(manifest, work, key):
@@ -173,3 +169,14 @@ def exporting_callback(work: str | Path, dest: str | Path, key: str | None = Non
             return control
 
     return _Export()
+
+
+def last_complete_checkpoint(work: Path) -> str | None:
+    """The newest checkpoint the trainer finished writing (its state file is written last), or None."""
+    done = [c for c in work.glob("checkpoint-*") if (c / "trainer_state.json").is_file()] if work.is_dir() else []
+    return str(max(done, key=checkpoint_step)) if done else None
+
+
+def checkpoint_step(checkpoint: str | Path | None) -> int | None:
+    """The training step of a ``checkpoint-<step>`` folder."""
+    return int(str(checkpoint).rsplit("-", 1)[1]) if checkpoint else None

@@ -13,7 +13,7 @@ from toolret.atomic import atomic_directory
 from toolret.config import StrictModel, cache_home
 from toolret.paths import under_project
 from toolret.registry import COMPONENT_FILE, write_component_meta
-from toolret.retrieval.base import Ranking, default_query_ids
+from toolret.roles import Ranking, default_query_ids
 from toolret.retrieval.embedding_store import EmbeddingStore, encoder_fingerprint
 from toolret.retrieval.models import copy_encoder, encoder_refs, load_sentence_transformer
 

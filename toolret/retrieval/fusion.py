@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from toolret.retrieval.base import Ranking
+from toolret.roles import Ranking
 
 
 def check_weight_grid(weights: list[float], name: str) -> list[float]:

@@ -31,9 +31,8 @@ from toolret.config import StrictModel
 from toolret.errors import CatalogError
 from toolret.metrics.per_query import per_query_metrics
 from toolret.registry import COMPONENT_FILE, load_component, write_component_meta
-from toolret.retrieval.base import Ranking
 from toolret.retrieval.fusion import FUSIONS, check_weight_grid
-from toolret.roles import Corpus, concurrent_safe
+from toolret.roles import Corpus, Ranking, concurrent_safe
 
 
 class HybridSide(StrictModel):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import importlib.util
 import os
 import zipfile
@@ -139,8 +140,6 @@ def is_adapter(folder: str | Path) -> bool:
 
 def adapter_base(folder: str | Path) -> str:
     """The base encoder a saved adapter folder names (a packaged name or a project-relative folder)."""
-    import json
-
     return json.loads((Path(folder) / ADAPTER_CONFIG).read_text(encoding="utf-8"))["base_model_name_or_path"]
 
 
@@ -172,8 +171,6 @@ def name_adapter_base(folder: Path, base: str) -> None:
     """Make a saved LoRA encoder folder name its base encoder portably (a packaged name or a
     project-relative folder) instead of the absolute path peft records, and list its target modules in
     one order (peft writes them from a set), so that a retrained adapter's config has the same bytes."""
-    import json
-
     path = Path(folder) / ADAPTER_CONFIG
     cfg = json.loads(path.read_text(encoding="utf-8"))
     cfg["base_model_name_or_path"] = portable_path(base)
@@ -238,3 +235,59 @@ class LoraSettings(StrictModel):
 
         model.add_adapter(LoraConfig(r=self.lora_r, lora_alpha=self.lora_alpha, lora_dropout=self.lora_dropout,
                                      target_modules=list(self.lora_targets), modules_to_save=modules_to_save))
+
+
+COMPACT_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "model-*-of-*.safetensors")
+
+
+def save_compact(model, path: str | Path, max_shard_mb: int = 20, max_file_mb: float = 25) -> dict[str, int]:
+    """Save a fully fine-tuned SentenceTransformer small enough to keep in git, loadable as before.
+
+    The folder is ``model.save``'s, except that each transformer module's weights are float16 safetensors
+    sharded at ``max_shard_mb`` (transformers' ``save_pretrained(max_shard_size=...)``: a
+    ``model.safetensors.index.json`` and ``model-0000i-of-0000n.safetensors``) and its ``config.json``
+    names float32: ``SentenceTransformer(path)`` (and so ``load_sentence_transformer``) loads it back in
+    float32, encoding within ~1e-6 cosine of the original. Half the bytes: all-MiniLM-L6-v2 is 3 files
+    of <= 22.4 MiB (a tensor larger than a shard gets one of its own: its 30,522 x 384 word embeddings).
+    Written atomically; raises ``ValueError`` (nothing written) if any file would exceed ``max_file_mb``
+    (MiB, as ``toolret.registry.MAX_GIT_FILE_MB``) or a weight overflows float16, and for a model
+    carrying a LoRA adapter (its own ``model.save`` is already small). Returns ``{file relative to path: bytes}``.
+    """
+    import torch
+    from transformers import PreTrainedModel
+
+    path = Path(path)
+    limit = int(max_file_mb * 2**20)
+    with atomic_directory(path) as tmp:
+        model.save(str(tmp))
+        entries = json.loads((tmp / "modules.json").read_text(encoding="utf-8"))
+        for entry, module in zip(entries, model):
+            auto_model = getattr(module, "model", None)
+            if not isinstance(auto_model, PreTrainedModel):
+                continue  # pooling, normalize, dense heads: a few KB, kept as model.save wrote them
+            if getattr(auto_model, "_hf_peft_config_loaded", False):
+                raise ValueError("save_compact: the model carries a LoRA adapter (save_pretrained would write the "
+                                 "adapter alone): save it with model.save, a few MB")
+            folder = tmp / entry["path"]
+            for pattern in COMPACT_WEIGHTS:
+                for f in folder.glob(pattern):
+                    f.unlink()
+            half = {}
+            for name, tensor in auto_model.state_dict().items():
+                tensor = tensor.detach().cpu()
+                if tensor.is_floating_point():
+                    tensor = tensor.to(torch.float16)
+                    if not torch.isfinite(tensor).all():
+                        raise ValueError(f"save_compact: {name} overflows float16")
+                half[name] = tensor.contiguous()
+            auto_model.save_pretrained(str(folder), state_dict=half, max_shard_size=f"{max_shard_mb}MB")
+            config_file = folder / "config.json"
+            config = json.loads(config_file.read_text(encoding="utf-8"))
+            config["dtype"] = "float32"  # loaded (dtype "auto" or default) as float32, whatever the files hold
+            config.pop("torch_dtype", None)
+            config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        sizes = {str(f.relative_to(tmp)): f.stat().st_size for f in sorted(tmp.rglob("*")) if f.is_file()}
+        big = {f: round(n / 2**20, 1) for f, n in sizes.items() if n > limit}
+        if big:
+            raise ValueError(f"save_compact: files over {max_file_mb} MiB (MiB): {big}")
+    return sizes

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from toolret.provenance import lock_entries
+from toolret.tracking.store import digest, safe_key
 
 
 def _under(path: str, root: str) -> bool:
@@ -82,5 +83,25 @@ def stage_params(stage: str, lock: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def stage_md5s(stage: str, lock: dict[str, Any]) -> dict[str, str]:
+    """``{path: md5}`` of the deps and outs ``dvc.lock`` records for ``stage``."""
+    body = (lock.get("stages") or {}).get(stage) or {}
+    return {str(e["path"]): str(e["md5"]) for e in [*(body.get("deps") or []), *(body.get("outs") or [])]
+            if isinstance(e, dict) and e.get("md5")}
 
-__all__ = ["producing_stage", "stage_params", "upstream_stages"]
+
+def version_tags(versions: dict[str, str]) -> dict[str, str]:
+    """The run tags of a stage's md5s: ``dvc.md5.<path>`` per data dep/out, one digest ``dvc.md5.code`` of the
+    source-file deps (dozens of them; every md5 is in the run's ``result/dvc_versions.json``)."""
+    tags, code = {}, {}
+    for path, md5 in versions.items():
+        if path.startswith("data/") or Path(path).is_absolute():
+            tags[safe_key(f"dvc.md5.{path}")] = md5
+        else:
+            code[path] = md5
+    if code:
+        tags["dvc.md5.code"] = digest(code)
+    return tags
+
+
+__all__ = ["producing_stage", "stage_md5s", "stage_params", "upstream_stages", "version_tags"]

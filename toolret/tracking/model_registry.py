@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from toolret.provenance import read_dvc_lock
-from toolret.tracking.lineage import upstream_stages
-from toolret.tracking.runs import stage_md5s, version_tags
+from toolret.tracking.lineage import stage_md5s, upstream_stages, version_tags
 from toolret.tracking.store import CURRENT_TAG, get_client
 
 MODELS_ROOT = "data/models"

@@ -30,7 +30,8 @@ from toolret.evaluation import load_run_info
 from toolret.metrics.names import metric_name_for_mlflow
 from toolret.provenance import dvc_md5, git_state, read_dvc_lock, sha256_file
 from toolret.registry import components, parse_spec
-from toolret.tracking.lineage import producing_stage, stage_params, upstream_stages
+from toolret.tracking.lineage import producing_stage, stage_md5s, stage_params, upstream_stages, version_tags
+from toolret.tracking.model_registry import models_used_by, register_model
 from toolret.tracking.store import (INPUTS_TAG, digest, find_run, flatten, get_client, get_or_create_experiment,
                                     logged_metric, make_current, safe_key)
 
@@ -170,27 +171,6 @@ def _input_versions(result_json: Path, project_dir: Path | None, lock: dict[str,
         if md5:
             versions[rel] = md5
     return versions
-
-
-def stage_md5s(stage: str, lock: dict[str, Any]) -> dict[str, str]:
-    """``{path: md5}`` of the deps and outs ``dvc.lock`` records for ``stage``."""
-    body = (lock.get("stages") or {}).get(stage) or {}
-    return {str(e["path"]): str(e["md5"]) for e in [*(body.get("deps") or []), *(body.get("outs") or [])]
-            if isinstance(e, dict) and e.get("md5")}
-
-
-def version_tags(versions: dict[str, str]) -> dict[str, str]:
-    """The run tags of a stage's md5s: ``dvc.md5.<path>`` per data dep/out, one digest ``dvc.md5.code`` of the
-    source-file deps (dozens of them; every md5 is in the run's ``result/dvc_versions.json``)."""
-    tags, code = {}, {}
-    for path, md5 in versions.items():
-        if path.startswith("data/") or Path(path).is_absolute():
-            tags[safe_key(f"dvc.md5.{path}")] = md5
-        else:
-            code[path] = md5
-    if code:
-        tags["dvc.md5.code"] = digest(code)
-    return tags
 
 
 def _is_dataset_prep(outs: list[str]) -> bool:
@@ -335,8 +315,6 @@ def log_evaluation_run(
                               lineage, params, versions, extra_tags, Metric, Param, metric_name_for_mlflow)
     make_current(client, exp_id, identity, run_id)
     if register_models and project is not None and lineage:  # after the run: a new version links to it
-        from toolret.tracking.model_registry import models_used_by, register_model  # imports this module
-
         for model in models_used_by(lineage[0], lock):
             if (project / model.path).exists():
                 mv = register_model(client, model, project, run_id=run_id)
@@ -458,5 +436,4 @@ def evaluation_seconds(result: dict[str, Any], run_info: dict[str, Any]) -> floa
 
 __all__ = ["DATASET_PREP_ROOTS", "LOG_FORMAT", "evaluation_seconds", "find_result_files", "is_evaluation_result",
            "load_per_query", "load_result", "log_evaluation_run", "method_sections", "metrics_by_k",
-           "per_query_path_for", "plot_metrics_vs_k", "run_label", "run_params", "stage_lineage", "stage_md5s",
-           "version_tags"]
+           "per_query_path_for", "plot_metrics_vs_k", "run_label", "run_params", "stage_lineage"]

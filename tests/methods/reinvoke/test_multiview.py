@@ -54,7 +54,7 @@ def test_tiebreak_orders_exactly_equal_similarities():
 
 def test_intent_rewriter_fuse_gives_the_multiview_order_per_query():
     from toolret.methods.reinvoke.components import IntentRewriter
-    from toolret.retrieval.base import Ranking
+    from toolret.roles import Ranking
 
     tools = ["t0", "t1", "t2", "t3", "t4"]
     # rows in groups order: query A has two intents (rows 0, 1), query B one intent (row 2); every row

@@ -57,7 +57,7 @@ def test_every_committed_toolbench_shard_answers_a_current_prompt():
 
     from toolret.catalog.datasets import load_dataset_for
     from toolret.catalog.source import source_root
-    from toolret.catalog.synthetic import sample_tools
+    from toolret.llm.synthetic_catalog import sample_tools
     from toolret.config import load_params
     from toolret.llm.shards import prompt_key
     from toolret.registry import generation_job
@@ -114,7 +114,7 @@ def test_a_training_catalog_over_a_corpus_is_built_from_its_sources_and_the_comm
     for is drawn, and its queries come from the committed shards (no LLM); no test query is read."""
     from toolret.catalog.io import load_catalog
     from toolret.catalog.datasets import load_dataset
-    from toolret.catalog.synthetic import sample_tools
+    from toolret.llm.synthetic_catalog import sample_tools
     from toolret.cli import main
     from toolret.config import load_params
     from toolret.registry import generation_job
@@ -147,7 +147,7 @@ def test_a_training_catalog_reads_the_shards_of_the_generator_its_spec_names(tmp
     generator's, written by `generate-shards --set reinvoke.llm_model=...`), not Re-Invoke's default generator's."""
     from toolret.catalog.io import load_catalog
     from toolret.catalog.datasets import load_dataset
-    from toolret.catalog.synthetic import sample_tools
+    from toolret.llm.synthetic_catalog import sample_tools
     from toolret.cli import main
     from toolret.config import load_params
     from toolret.registry import generation_job
@@ -176,7 +176,7 @@ def test_the_multi_api_job_reads_its_own_generator(tmp_path, monkeypatch):
     Re-Invoke's (a larger model's single-API queries beside the default model's multi-API requests)."""
     import yaml
 
-    from toolret.catalog.synthetic import generator_params
+    from toolret.llm.synthetic_catalog import generator_params
     from toolret.config import load_params
 
     monkeypatch.setenv("TOOLRET_PROJECT_DIR", str(tmp_path))

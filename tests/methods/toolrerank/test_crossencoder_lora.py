@@ -128,7 +128,7 @@ def test_a_killed_training_resumes_from_its_last_checkpoint_to_the_uninterrupted
     import sys
     import time
 
-    from toolret.retrieval.finetune import last_complete_checkpoint
+    from toolret.retrieval.committed_checkpoint import last_complete_checkpoint
 
     kwargs = RESUMED
     work, out = tmp_path / "work", tmp_path / "ce"

@@ -276,7 +276,7 @@ class _SplitRewriter:
         return [[p.strip() for p in q.split(" and ") if p.strip()] or [q] for q in queries]
 
     def fuse(self, groups, ranking, k, query_ids):
-        from toolret.retrieval.base import Ranking
+        from toolret.roles import Ranking
 
         rows = np.cumsum([0] + [len(g) for g in groups[:-1]])
         return Ranking(list(query_ids), ranking.tool_ids, ranking.indices[rows, :k], ranking.scores[rows, :k])

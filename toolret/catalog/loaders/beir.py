@@ -27,7 +27,7 @@ def load_beir(directory: str | Path, name: str | None = None) -> Catalog:
     meta_path = directory / "catalog.json"
     meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
     # provenance.purpose (model.PURPOSES) names the split required: test (evaluation, the default), train (a
-    # training-only catalog, toolret.catalog.synthetic) or none (a serving catalog: corpus only, imported
+    # training-only catalog, toolret.llm.synthetic_catalog) or none (a serving catalog: corpus only, imported
     # by toolret.catalog.importers without queries)
     try:
         split_required = required_split(meta.get("provenance"))

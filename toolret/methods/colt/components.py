@@ -32,7 +32,7 @@ from toolret.evaluation import run_info_path
 from toolret.methods.colt.config import ColtConfig
 from toolret.paths import portable_path
 from toolret.registry import COMPONENT_FILE, write_component_meta
-from toolret.retrieval.base import Ranking
+from toolret.roles import Ranking
 from toolret.retrieval.dense import DenseConfig, DenseRetriever
 from toolret.retrieval.embedding_store import encoder_fingerprint
 

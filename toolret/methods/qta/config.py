@@ -26,7 +26,7 @@ where we depart from it for 2 CPU cores, are ours and written down here:
 
 Synthetic training requests (``qta.synthetic``, pipeline ``qta-syn``; not in the paper): the rewriter is
 trained on a synthetic training catalog of the benchmark's tools -- LLM-written requests whose source tools
-are their gold (:mod:`toolret.catalog.synthetic`) -- with the same eq. 4 rank rewards from the same frozen
+are their gold (:mod:`toolret.llm.synthetic_catalog`) -- with the same eq. 4 rank rewards from the same frozen
 retriever, so no labelled query of the benchmark is read and every test query is unused by any choice. Its
 settings (rounds per request, pair rule, epochs) are chosen on that catalog's dev split.
 """

@@ -31,7 +31,7 @@ from toolret.llm.models import set_offline_env
 from toolret.methods.qta.config import QTAConfig
 from toolret.methods.qta.generation import INIT_ADAPTER, adapter_sha, merge_lora
 from toolret.retrieval.committed_checkpoint import discard_checkpoint, exporting_callback, import_checkpoint
-from toolret.retrieval.finetune import last_complete_checkpoint as last
+from toolret.retrieval.committed_checkpoint import last_complete_checkpoint as last
 from toolret.retrieval.models import name_adapter_base, store_adapter_half
 from toolret.training_log import training_loggers
 

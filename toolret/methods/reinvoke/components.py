@@ -39,7 +39,7 @@ from toolret.methods.reinvoke.roundtrip import round_trip_consistency
 from toolret.methods.reinvoke.tool_vectors import ToolVectors, copy_groups, write_vector_file
 from toolret.paths import under_project
 from toolret.registry import COMPONENT_FILE, write_component_meta
-from toolret.retrieval.base import Ranking, default_query_ids
+from toolret.roles import Ranking, default_query_ids
 from toolret.retrieval.bm25 import BM25Config, BM25Retriever
 from toolret.retrieval.dense import DenseConfig, DenseRetriever
 from toolret.retrieval.embedding_store import EmbeddingStore, encoder_fingerprint

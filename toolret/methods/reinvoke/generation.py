@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from toolret.catalog.synthetic import multi_api_job_prompts
+from toolret.llm.synthetic_catalog import multi_api_job_prompts
 from toolret.llm.base import generate_generations
 from toolret.llm.engines import build_generator
 from toolret.llm.lazy import LazyCachedLLM
@@ -210,7 +210,7 @@ def intents_job(catalog, params, n: int | None = None):
 
 def multi_api_job(catalog, params, n: int | None = None):
     """``toolret generate-shards --job synthetic-multi-api``: one request per multi-API group of the synthetic
-    training catalog built from ``catalog`` (:func:`toolret.catalog.synthetic.multi_api_groups`), written by
+    training catalog built from ``catalog`` (:func:`toolret.llm.synthetic_catalog.multi_api_groups`), written by
     Re-Invoke's generator (same model, engine and shard store as its synthetic queries)."""
 
     cfg = params.reinvoke.component_config()

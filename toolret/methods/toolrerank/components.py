@@ -32,7 +32,7 @@ from toolret.methods.toolrerank.rerank import QueryView, Setting, fuse_with_firs
 from toolret.methods.toolrerank.training import artifact_complete, library, read_report, read_seen
 from toolret.paths import project_path
 from toolret.registry import COMPONENT_FILE, write_component_meta
-from toolret.retrieval.base import Ranking
+from toolret.roles import Ranking
 from toolret.retrieval.dense import DenseConfig, DenseRetriever
 
 

@@ -32,7 +32,7 @@ from toolret.paths import under_project
 from toolret.provenance import sha256_tree
 from toolret.retrieval.committed_checkpoint import discard_checkpoint, exporting_callback, import_checkpoint
 from toolret.retrieval.embedding_store import EmbeddingStore
-from toolret.retrieval.finetune import last_complete_checkpoint
+from toolret.retrieval.committed_checkpoint import last_complete_checkpoint
 from toolret.retrieval.models import (adapter_base, is_adapter, merge_adapters, name_adapter_base, offline,
                                       resolve_encoder)
 

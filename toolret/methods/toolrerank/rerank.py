@@ -19,7 +19,7 @@ import numpy as np
 from toolret.methods.toolrerank.algorithms import (adaptive_truncation, extended_f1, multi_tool_rerank, rerank_order,
                                                    single_tool_rerank)
 from toolret.metrics import per_query_metrics
-from toolret.retrieval.base import Ranking
+from toolret.roles import Ranking
 from toolret.retrieval.fusion import weighted_rrf
 
 MODES = ("none", "single", "multi")
@@ -180,7 +180,7 @@ def grid_search(views: Sequence[QueryView], modes: Sequence[str], gold: Sequence
 
 
 def rank_rows(rows: list[list[int]], query_ids: list[str], tool_ids: list[str], k: int):
-    """Ranked tool positions per query as a :class:`~toolret.retrieval.base.Ranking` of width
+    """Ranked tool positions per query as a :class:`~toolret.roles.Ranking` of width
     ``min(k, longest row)`` with rank-derived scores ``1 / (1 + rank0)``."""
 
     width = min(k, max((len(r) for r in rows), default=0))
