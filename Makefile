@@ -26,9 +26,14 @@ export PYTHONUNBUFFERED := 1
 # Python caches what it compiles (__pycache__, git-ignored) even where the environment says not to: without it
 # every process of a run or of the tests compiles toolret, dagster_project and the tests from source again
 export PYTHONDONTWRITEBYTECODE :=
-# numpy's AVX-512 sorts order tied BM25 scores differently from its AVX2 ones: pinned so that every output is
-# the same bytes on every x86-64 machine (toolret/reproducibility.py, which holds the same list)
+# numpy's AVX-512 sorts order tied BM25 scores differently from its AVX2 ones, and torch's / OpenBLAS's AVX-512
+# kernels round floats otherwise: each pinned to its AVX2 path so that every output is the same bytes on every
+# x86-64 machine (toolret/reproducibility.py PINNED, which holds the same values)
 export NPY_DISABLE_CPU_FEATURES ?= X86_V4 AVX512_ICL AVX512_SPR
+export MKL_CBWR ?= AVX2,STRICT
+export ATEN_CPU_CAPABILITY ?= avx2
+export ONEDNN_MAX_CPU_ISA ?= AVX2
+export OPENBLAS_CORETYPE ?= Haswell
 # LLM generations, embeddings and the default DVC remote live here, outside the work tree: a fresh
 # checkout on the same machine reuses them (override with TOOLRET_CACHE_HOME=/path)
 CACHE_HOME ?= $(or $(TOOLRET_CACHE_HOME),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/toolret)

@@ -29,12 +29,12 @@ TELEMETRY_OFF = {
 
 def stage_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for stage subprocesses: this interpreter's bin dir first on PATH (so the
-    ``toolret`` and ``dvc`` entry points of the venv are found), telemetry and downloads off, numpy's
+    ``toolret`` and ``dvc`` entry points of the venv are found), telemetry and downloads off, numeric
     kernels pinned (:mod:`toolret.reproducibility`: the same bytes on every x86-64 machine)."""
-    from toolret.reproducibility import pin_numpy_dispatch
+    from toolret.reproducibility import pin_numeric_kernels
 
     env = dict(os.environ)
-    pin_numpy_dispatch(env)
+    pin_numeric_kernels(env)
     bindir = str(Path(sys.executable).parent)
     env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
     for k, v in TELEMETRY_OFF.items():

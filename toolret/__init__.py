@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolret.reproducibility import pin_numpy_dispatch
+from toolret.reproducibility import pin_numeric_kernels
 
-pin_numpy_dispatch()  # before anything imports numpy: the same kernels, and bytes, on every x86-64 machine
+pin_numeric_kernels()  # before numpy / torch load: the same kernels, and bytes, on every x86-64 machine
 
 __version__ = "0.1.0"
 
