@@ -47,6 +47,11 @@ def pin_numeric_kernels(environ: MutableMapping[str, str] | None = None) -> None
             environ[name] = value
 
 
+def kernel_pins() -> dict[str, str | None]:
+    """This process's value of each :data:`PINNED` variable (``None``: unset): what its vectors were made under."""
+    return {name: os.environ.get(name) for name in PINNED}
+
+
 def numpy_dispatch_pinned() -> bool:
     """``True`` if this process's numpy runs none of the dispatch targets :data:`NUMPY_DISABLED_CPU_FEATURES`
     names (also where the CPU lacks them)."""
@@ -55,4 +60,4 @@ def numpy_dispatch_pinned() -> bool:
     return not any(features.get(name, False) for name in NUMPY_DISABLED_CPU_FEATURES.split())
 
 
-__all__ = ["ENV", "NUMPY_DISABLED_CPU_FEATURES", "PINNED", "numpy_dispatch_pinned", "pin_numeric_kernels"]
+__all__ = ["ENV", "NUMPY_DISABLED_CPU_FEATURES", "PINNED", "kernel_pins", "numpy_dispatch_pinned", "pin_numeric_kernels"]

@@ -71,13 +71,18 @@ def test_fingerprint_follows_weights_and_settings(tmp_path):
     assert fp != encoder_fingerprint(cfg)
 
 
-def test_for_config_places_the_store_and_can_switch_it_off(tmp_path):
+def test_for_config_places_the_store_and_can_switch_it_off(tmp_path, monkeypatch):
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")
     dense = DenseConfig(model=str(model))
     memo = MemoEncoder.for_config(dense.replace(embedding_cache=str(tmp_path / "emb")))
-    assert memo.store is not None and memo.store.folder == tmp_path / "emb" / encoder_fingerprint(dense)
+    assert memo.store is not None and memo.store.folder.parent == tmp_path / "emb"
+    assert memo.store.folder.name.startswith(encoder_fingerprint(dense) + "-")
+    # vectors made under other numeric kernels (toolret.reproducibility) are kept apart
+    monkeypatch.setenv("MKL_CBWR", "AUTO")
+    other = MemoEncoder.for_config(dense.replace(embedding_cache=str(tmp_path / "emb")))
+    assert other.store.folder.parent == memo.store.folder.parent and other.store.folder != memo.store.folder
     assert MemoEncoder.for_config(dense.replace(embedding_cache="off")).store is None
 
 

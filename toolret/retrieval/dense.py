@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,6 +14,7 @@ from toolret.atomic import atomic_directory
 from toolret.config import StrictModel, cache_home
 from toolret.paths import under_project
 from toolret.registry import COMPONENT_FILE, write_component_meta
+from toolret.reproducibility import kernel_pins
 from toolret.roles import Ranking, default_query_ids
 from toolret.retrieval.embedding_store import EmbeddingStore, encoder_fingerprint
 from toolret.retrieval.models import copy_encoder, encoder_refs, load_sentence_transformer
@@ -51,7 +53,9 @@ class DenseConfig(StrictModel):
             return None
 
         root = under_project(self.embedding_cache) if self.embedding_cache else cache_home() / "embeddings"
-        return EmbeddingStore(root, encoder_fingerprint(self))
+        # vectors made under other kernel pins differ in their last bits (toolret.reproducibility): kept apart
+        kernels = hashlib.sha256(json.dumps(kernel_pins(), sort_keys=True).encode()).hexdigest()[:8]
+        return EmbeddingStore(root, f"{encoder_fingerprint(self)}-{kernels}")
 
 
 class DenseRetriever:

@@ -64,8 +64,7 @@ class MemoEncoder:
 
         dense_config = dense_config or DenseConfig()
         store = dense_config.store()
-        return cls(DenseRetriever(dense_config), store,
-                   store.folder.name if store is not None else encoder_fingerprint(dense_config))
+        return cls(DenseRetriever(dense_config), store, encoder_fingerprint(dense_config))
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         missing = list(dict.fromkeys(t for t in texts if t not in self._memo))
