@@ -64,3 +64,22 @@ def test_openai_functions_are_valid_unique_and_map_back() -> None:
     assert functions[0]["function"]["parameters"] == schema
     assert functions[1]["function"]["parameters"] == {"type": "object", "properties": {}}
     assert functions[1]["function"]["description"] == "get_forecast"  # no description: the name
+
+
+def test_served_hits_are_the_api_s_hits_on_the_wire() -> None:
+    """One hit shape: what `toolret serve` and the gateway answer (ToolHit.to_dict) reads back to the same hit,
+    and the adapters take either."""
+    from toolret.agent_adapters import openai_functions, tool_references
+    from toolret.api import ToolHit
+
+    schema = {"type": "object", "properties": {"q": {"type": "string"}}}
+    hits = [ToolHit("books__search", "search", 0.9, "Find books", "books", "Library", schema, server="books"),
+            ToolHit("weather::now", "now", None, "", "weather", None)]
+    wire = [h.to_dict() for h in hits]
+    assert wire[0] == {"tool_id": "books__search", "name": "search", "server": "books", "tool": "books",
+                       "category": "Library", "description": "Find books", "score": 0.9, "input_schema": schema}
+    assert "server" not in wire[1] and "input_schema" not in wire[1] and wire[1]["score"] is None
+    assert [ToolHit.from_dict(d) for d in wire] == hits and ToolHit.from_dict(wire[0]).input_schema == schema
+    assert "input_schema" not in hits[0].to_dict(include_schema=False)
+    assert openai_functions(wire) == openai_functions(hits)
+    assert tool_references(wire) == tool_references(hits)

@@ -9,27 +9,37 @@
   "function": {name, description, parameters}}``), names made valid (``^[A-Za-z0-9_-]{1,64}$``) and
   unique, with the map back to the tool ids for dispatching the call.
 
-Each takes :class:`toolret.api.ToolHit` lists (``ToolSearcher.search`` / the gateway's hits).
+Each takes hit lists: :class:`toolret.ToolHit` (``ToolSearcher.search``) or the hits ``toolret serve`` and the
+gateway answer with (their ``to_dict`` form, read back by :meth:`ToolHit.from_dict`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from toolret.api import ToolHit, ToolSearcher
+from toolret.api import ToolSearcher
+from toolret.catalog.tool_records import ToolHit
 
 _NAME_BAD = re.compile(r"[^A-Za-z0-9_-]")
 MAX_FUNCTION_NAME = 64
 EMPTY_PARAMETERS = {"type": "object", "properties": {}}
 
 
-def tool_references(hits: Sequence[ToolHit], name: Callable[[ToolHit], str] = lambda h: h.tool_id) -> list[dict]:
+Hit = ToolHit | Mapping[str, Any]  # a hit, or a served one (ToolHit.to_dict's form)
+
+
+def as_hits(hits: Sequence[Hit]) -> list[ToolHit]:
+    """``hits`` as :class:`ToolHit` (a served dict read back with :meth:`ToolHit.from_dict`)."""
+    return [h if isinstance(h, ToolHit) else ToolHit.from_dict(h) for h in hits]
+
+
+def tool_references(hits: Sequence[Hit], name: Callable[[ToolHit], str] = lambda h: h.tool_id) -> list[dict]:
     """``tool_reference`` blocks, best first; ``name`` gives the name the client registered each tool under
     (default: the tool id)."""
-    return [{"type": "tool_reference", "tool_name": name(h)} for h in hits]
+    return [{"type": "tool_reference", "tool_name": name(h)} for h in as_hits(hits)]
 
 
 def retrieve_tools_function(searcher: ToolSearcher, k: int = 5) -> Callable[[str], list[str]]:
@@ -52,11 +62,11 @@ def function_name(tool_id: str, taken: set[str]) -> str:
     return base[:MAX_FUNCTION_NAME - len(suffix)] + suffix
 
 
-def openai_functions(hits: Sequence[ToolHit]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+def openai_functions(hits: Sequence[Hit]) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """``(functions, function name -> tool id)`` for the hits, best first; a tool without an input schema
     takes no parameters."""
     functions, back, taken = [], {}, set()
-    for h in hits:
+    for h in as_hits(hits):
         name = function_name(h.tool_id, taken)
         taken.add(name)
         back[name] = h.tool_id
@@ -66,4 +76,4 @@ def openai_functions(hits: Sequence[ToolHit]) -> tuple[list[dict[str, Any]], dic
     return functions, back
 
 
-__all__ = ["function_name", "openai_functions", "retrieve_tools_function", "tool_references"]
+__all__ = ["Hit", "as_hits", "function_name", "openai_functions", "retrieve_tools_function", "tool_references"]

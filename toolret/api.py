@@ -18,7 +18,6 @@ benchmarks call the same functions.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from toolret.adapt import resolve_index
 from toolret.catalog.datasets import load_dataset
 from toolret.catalog.io import load_catalog as load_folder
 from toolret.catalog.model import Catalog, Tool
-from toolret.catalog.tool_records import id_record
+from toolret.catalog.tool_records import ToolHit, id_record
 from toolret.config import load_params
 from toolret.errors import ToolretError
 from toolret.evaluate_api import EvalResult, Run, compare
@@ -35,19 +34,6 @@ from toolret.evaluate_api import evaluate as score_run
 from toolret.evaluation import qrels_from_catalog, rank_split
 from toolret.pipeline import Pipeline, build_pipeline
 from toolret.roles import Corpus
-
-
-@dataclass(frozen=True)
-class ToolHit:
-    """One retrieved tool: what an agent needs to call it, and the retrieval score."""
-
-    tool_id: str
-    name: str
-    score: float | None
-    description: str = ""
-    tool: str | None = None  # the parent tool (ToolBench's tool_name) where the catalog has one
-    category: str | None = None
-    input_schema: Mapping[str, Any] | None = field(default=None, compare=False)
 
 
 def load_catalog(path_or_name: str | Path, *, root: str | Path | None = None) -> Catalog:
@@ -108,21 +94,11 @@ class ToolSearcher:
         return self.search_many([query], k)[0]
 
     def search_many(self, queries: Sequence[str], k: int = 5) -> list[list[ToolHit]]:
-        import math
-
         ranking = self.pipeline.search(list(queries), k)
-        out = []
-        for row in range(len(queries)):
-            hits = []
-            for i, score in zip(ranking.indices[row], ranking.scores[row]):
-                if i < 0:
-                    continue
-                tool_id = ranking.tool_ids[i]
-                r = self._records.get(tool_id) or {"name": tool_id}
-                hits.append(ToolHit(tool_id, r.get("name", tool_id), float(score) if math.isfinite(score) else None,
-                                    r.get("description", ""), r.get("tool"), r.get("category"), r.get("input_schema")))
-            out.append(hits[:k])
-        return out
+        return [[ToolHit.from_record(self._records.get(ranking.tool_ids[i]) or id_record(ranking.tool_ids[i]),
+                                     float(score), ranking.tool_ids[i])
+                 for i, score in zip(ranking.indices[row], ranking.scores[row]) if i >= 0][:k]
+                for row in range(len(queries))]
 
 
 def adapt(catalog: str | Path, out: str | Path, **kwargs: Any) -> dict[str, Any]:

@@ -28,7 +28,9 @@ This module imports nothing heavy (it is a code dep of every stage that saves a 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +73,47 @@ def id_record(tool_id: str) -> dict[str, Any]:
             "description": ""}
 
 
+@dataclass(frozen=True)
+class ToolHit:
+    """One retrieved tool: what an agent needs to call it, and the retrieval score. The one hit shape of the
+    API (:class:`toolret.ToolSearcher`), ``toolret serve`` (REST and MCP) and the gateway (which adds the
+    ``server`` offering the tool); on the wire it is :meth:`to_dict` (``server`` and ``input_schema`` only where
+    there is one), and :meth:`from_dict` reads a served one back (e.g. for :mod:`toolret.agent_adapters`)."""
+
+    tool_id: str
+    name: str
+    score: float | None
+    description: str = ""
+    tool: str | None = None  # the parent tool (ToolBench's tool_name) where the catalog has one
+    category: str | None = None
+    input_schema: Mapping[str, Any] | None = field(default=None, compare=False)
+    server: str | None = None  # the gateway: the MCP server offering the tool
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], score: float | None, tool_id: str | None = None,
+                    server: str | None = None) -> ToolHit:
+        """The hit of a served tool record (:func:`tool_record`); a score that is not finite (a tool a
+        reranker added below every scored one) is ``None``."""
+        score = float(score) if score is not None and math.isfinite(score) else None
+        return cls(tool_id if tool_id is not None else record["id"], record.get("name") or record["id"], score,
+                   record.get("description", ""), record.get("tool"), record.get("category"),
+                   record.get("input_schema"), server)
+
+    @classmethod
+    def from_dict(cls, hit: Mapping[str, Any]) -> ToolHit:
+        return cls(hit["tool_id"], hit["name"], hit.get("score"), hit.get("description", ""), hit.get("tool"),
+                   hit.get("category"), hit.get("input_schema"), hit.get("server"))
+
+    def to_dict(self, include_schema: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {"tool_id": self.tool_id, "name": self.name}
+        if self.server is not None:
+            out["server"] = self.server
+        out.update(tool=self.tool, category=self.category, description=self.description, score=self.score)
+        if include_schema and self.input_schema is not None:
+            out["input_schema"] = self.input_schema
+        return out
+
+
 def _compact(value: Any) -> Any:
     """``value`` when its JSON is small; else its small top-level entries and a note for each large one."""
     if len(json.dumps(value, ensure_ascii=False, default=str)) <= PROVENANCE_MAX_CHARS or not isinstance(value, dict):
@@ -101,5 +144,5 @@ def read_tools(path: str | Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-__all__ = ["DESCRIPTION_MAX_CHARS", "TOOLS_FILE", "catalog_summary", "id_record", "read_tools", "tool_record",
-           "write_tools"]
+__all__ = ["DESCRIPTION_MAX_CHARS", "TOOLS_FILE", "ToolHit", "catalog_summary", "id_record", "read_tools",
+           "tool_record", "write_tools"]

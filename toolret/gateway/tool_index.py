@@ -40,7 +40,7 @@ from typing import Any
 from toolret.adapt import resolve_index
 from toolret.catalog.importers.mcp import mcp_tool
 from toolret.catalog.model import Catalog, Tool
-from toolret.catalog.tool_records import tool_record
+from toolret.catalog.tool_records import ToolHit, tool_record
 from toolret.config import load_params
 from toolret.errors import CatalogError
 from toolret.gateway.config import SEPARATOR
@@ -327,11 +327,8 @@ class GatewayIndex:
     @staticmethod
     def _hit(t: GatewayTool, score: float | None) -> dict[str, Any]:
         r = t.record
-        hit = {"tool_id": t.id, "name": t.name, "server": t.server, "tool": t.server, "category": t.category,
-               "description": r.get("description", ""), "score": score}
-        if "input_schema" in r:
-            hit["input_schema"] = r["input_schema"]
-        return hit
+        return ToolHit(t.id, t.name, score, r.get("description", ""), t.server, t.category, r.get("input_schema"),
+                       server=t.server).to_dict()
 
 
 __all__ = ["Diff", "GatewayIndex", "GatewayTool", "SearchRequest", "gateway_tool", "tool_category"]

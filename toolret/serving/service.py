@@ -42,7 +42,6 @@ before every load -- so tests can hold a slot or observe readiness; results are 
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 import sys
 import threading
@@ -53,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from toolret.catalog.io import load_catalog
-from toolret.catalog.tool_records import catalog_summary, id_record, tool_record
+from toolret.catalog.tool_records import ToolHit, catalog_summary, id_record, tool_record
 from toolret.errors import CatalogError, RequestError
 from toolret.pipeline import Pipeline
 from toolret.roles import concurrent_safe
@@ -215,11 +214,7 @@ class Loaded:
         if r is None:  # a reranker added a tool beyond the index (never in the shipped ones)
 
             r = id_record(tool_id)
-        hit = {"tool_id": tool_id, "name": r["name"], "tool": r.get("tool"), "category": r.get("category"),
-               "description": r.get("description", ""), "score": score if math.isfinite(score) else None}
-        if include_schema and "input_schema" in r:
-            hit["input_schema"] = r["input_schema"]
-        return hit
+        return ToolHit.from_record(r, score, tool_id).to_dict(include_schema)
 
     def rows(self, ranking, start: int, stop: int, k: int, include_schema: bool) -> list[list[dict[str, Any]]]:
         """Hits of the ranking's rows ``start:stop`` (the queries of one request), at most ``k`` each."""
